@@ -1,0 +1,68 @@
+"""Reading vLLM CLI flags as a recipe writes them (``vllm_config.aggregated``: flag -> value)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+# Flags whose value is a JSON object on the command line.
+JSON_FLAGS = frozenset({
+    "speculative-config", "kv-transfer-config", "compilation-config", "attention-config",
+    "kernel-config", "hf-overrides", "kv-events-config", "override-generation-config",
+    "model-loader-extra-config", "limit-mm-per-prompt", "additional-config",
+    "structured-outputs-config", "ec-transfer-config", "mm-processor-kwargs", "override-pooler-config",
+})
+
+# What the suite fills in templated values; anything else in braces or after $ is a literal
+# placeholder that nothing would expand.
+SUITE_PLACEHOLDERS = frozenset({"job_id", "node", "node_rank", "head_node", "result_dir"})
+PLACEHOLDER_RE = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def canonical(name: str) -> str:
+    return name.lstrip("-").replace("_", "-")
+
+
+class Flags:
+    """A read-only view of one worker's vLLM flags, tolerant of ``-``/``_`` spelling."""
+
+    def __init__(self, flags: dict[str, Any] | None):
+        self.raw = dict(flags or {})
+        self._by_canonical = {canonical(k): k for k in self.raw}
+
+    def key(self, name: str) -> str | None:
+        return self._by_canonical.get(canonical(name))
+
+    def get(self, name: str, default: Any = None) -> Any:
+        key = self.key(name)
+        return self.raw[key] if key is not None else default
+
+    def has(self, name: str) -> bool:
+        return self.key(name) is not None
+
+    def int(self, name: str, default: int) -> int:
+        value = self.get(name, default)
+        return default if value is None else int(value)
+
+    def on(self, name: str) -> bool:
+        value = self.get(name)
+        return value is True or (isinstance(value, str) and value.lower() in ("true", "1", ""))
+
+    def json(self, name: str) -> dict | None:
+        """The flag's JSON object (a YAML mapping or a JSON string), or None; ValueError if it does not parse."""
+        value = self.get(name)
+        if value is None:
+            return None
+        if isinstance(value, dict):
+            return value
+        if not isinstance(value, str):
+            raise ValueError(f"expected a JSON object, got {type(value).__name__} {value!r}")
+        parsed = json.loads(value)
+        if not isinstance(parsed, dict):
+            raise ValueError(f"expected a JSON object, got {type(parsed).__name__}")
+        return parsed
+
+
+def placeholders(value: str) -> list[str]:
+    return PLACEHOLDER_RE.findall(value)
