@@ -197,9 +197,11 @@ class Profile:
 
     @property
     def fingerprint(self) -> str:
-        """sha256 over everything that defines the deployment and load, except the concurrency."""
-        prof = {k: v for k, v in yamlio.plain(self.raw_profile).items() if k != "concurrency"}
-        body = canonical_json({"profile": prof, "recipe": self.raw_recipe, "cluster": self.cluster.model_dump()})
+        """sha256 over everything that defines the deployment and the load, except the concurrency.
+        Computed on the parsed models, so spelling out a default does not change it."""
+        prof = self.spec.model_dump(mode="json", by_alias=True, exclude={"concurrency", "description"})
+        body = canonical_json({"profile": prof, "recipe": self.recipe.model_dump(mode="json"),
+                               "cluster": self.cluster.model_dump(mode="json")})
         return hashlib.sha256(body.encode()).hexdigest()
 
     def case_id(self, concurrency: int) -> str:
@@ -207,7 +209,8 @@ class Profile:
 
     def effective(self) -> dict:
         """What ``servebench recipe`` prints: the sweep section and the srt-slurm recipe."""
-        return {"profile": yamlio.plain(self.raw_profile), "recipe": yamlio.plain(self.raw_recipe)}
+        return {"profile": self.spec.model_dump(mode="json", by_alias=True),
+                "recipe": yamlio.plain(self.raw_recipe)}
 
 
 def build_profile(layers: Layered, clusters: dict[str, ClusterSpec]) -> Profile:
@@ -287,7 +290,8 @@ class Catalog:
                                         f"{seen[prof.id]}", "give each profile a unique name"))
             seen[prof.id] = prof.file
         if problems:
-            raise ConfigError(problems)
+            # A broken shared base breaks every profile on it: say it once.
+            raise ConfigError(list(dict.fromkeys(problems)))
         return cls(root, clusters, profiles, bases)
 
     def find(self, key: str) -> list[Profile]:

@@ -1,0 +1,102 @@
+"""``servebench`` command line: inspect recipes and the sweep without running anything."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import changelog, yamlio
+from .errors import ConfigError
+from .matrix import points
+from .recipe import Catalog, Profile
+
+
+def _catalog(args) -> Catalog:
+    return Catalog.load(args.recipes)
+
+
+def _one(cat: Catalog, key: str) -> Profile:
+    found = cat.find(key)
+    if len(found) != 1:
+        names = ", ".join(p.id for p in cat.profiles)
+        raise SystemExit(f"servebench: {key!r} {'matches several profiles' if found else 'is no profile'}; "
+                         f"known: {names}")
+    return found[0]
+
+
+def cmd_recipe(args) -> int:
+    prof = _one(_catalog(args), args.profile)
+    data = prof.effective()
+    print(f"# {prof.id}: effective recipe of {prof.file} (fingerprint {prof.fingerprint[:16]})")
+    print(yamlio.dump(data["recipe"] if args.srt else data), end="")
+    return 0
+
+
+def cmd_matrix(args) -> int:
+    cat = _catalog(args)
+    pts = [pt for pt in points(cat) if not args.profile or pt.profile.id in {p.id for p in cat.find(args.profile)}]
+    if args.json:
+        print(json.dumps([pt.as_dict() for pt in pts], indent=2))
+        return 0
+    print(f"{'case id':40} {'cluster':10} {'layout':22} {'GPUs':>4}  markers")
+    for pt in pts:
+        p = pt.profile
+        print(f"{pt.id:40} {p.cluster.name:10} {str(p.spec.layout):22} {p.spec.layout.gpus:>4}  "
+              f"{','.join(pt.markers)}")
+    profiles = {pt.profile.id for pt in pts}
+    print(f"\n{len(pts)} points in {len(profiles)} profiles; every recipe is valid")
+    return 0
+
+
+def cmd_changelog_check(args) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"{path}: not found (fix: create it or pass --file)", file=sys.stderr)
+        return 1
+    ids = [p.id for p in _catalog(args).profiles]
+    base = changelog.git_show(args.base, path) if args.base else None
+    problems = changelog.check(path.read_bytes(), str(path), ids, base=base if args.base else None)
+    for prob in problems:
+        print(prob, file=sys.stderr)
+    if not problems:
+        print(f"{path}: valid" + (f" (appends only since {args.base})" if args.base else ""))
+    return 1 if problems else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="servebench", description=__doc__)
+    parser.add_argument("--recipes", default="recipes", help="recipe catalog directory (default: recipes)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("recipe", help="print a profile's effective recipe (base + overlays merged)")
+    p.add_argument("profile", help="profile id or name, e.g. dep_offload or kimi-k3-gb200-dep_offload")
+    p.add_argument("--srt", action="store_true", help="print only the srt-slurm recipe (for srtctl)")
+    p.set_defaults(func=cmd_recipe)
+
+    p = sub.add_parser("matrix", help="validate every recipe and list the sweep's points (the offline dry run)")
+    p.add_argument("profile", nargs="?", help="only this profile")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_matrix)
+
+    p = sub.add_parser("changelog", help="perf-changelog.yaml tools")
+    csub = p.add_subparsers(dest="changelog_command", required=True)
+    c = csub.add_parser("check", help="validate perf-changelog.yaml; exit 1 with one line per problem")
+    c.add_argument("--file", default="perf-changelog.yaml")
+    c.add_argument("--base", metavar="REF", help="also require that history since REF only appends")
+    c.set_defaults(func=cmd_changelog_check)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

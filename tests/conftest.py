@@ -1,0 +1,28 @@
+pytest_plugins = ["pytester"]
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture
+def recipes(tmp_path: Path) -> Path:
+    """A private copy of the shipped recipe catalog, for tests that break it on purpose."""
+    dst = tmp_path / "recipes"
+    shutil.copytree(REPO / "recipes", dst)
+    return dst
+
+
+def edit(path: Path, old: str, new: str, count: int = 1) -> None:
+    """Replace text in a recipe file; fail loudly if the anchor is not there (the test would be vacuous)."""
+    text = path.read_text()
+    assert text.count(old) >= 1, f"{old!r} not found in {path}"
+    path.write_text(text.replace(old, new, count))

@@ -1,0 +1,54 @@
+"""`servebench recipe` and `servebench matrix`: the offline views of the sweep."""
+
+import json
+import subprocess
+import sys
+
+import yaml
+
+
+def servebench(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "servebench", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_recipe_prints_the_merged_overlay(repo):
+    res = servebench("recipe", "dep_offload", cwd=repo)
+    assert res.returncode == 0, res.stderr
+    doc = yaml.safe_load(res.stdout)
+    flags = doc["recipe"]["backend"]["vllm_config"]["aggregated"]
+    assert flags["max-num-seqs"] == 96                                    # dep_offload.yaml
+    assert flags["tensor-parallel-size"] == 4 and flags["data-parallel-size"] == 4  # dep.yaml
+    assert flags["served-model-name"] == "moonshotai/Kimi-K3"             # base.yaml
+    assert doc["recipe"]["slurm"]["time_limit"] == "12:00:00"
+    assert doc["profile"]["gates"] == {"error_rate": 0.1, "live_error_rate": None, "min_output_tps_per_gpu": {},
+                                       "min_concurrency_ratio": 0.9, "allow_client_bound": False}
+    assert res.stdout.startswith("# kimi-k3-gb200-dep_offload: effective recipe of recipes/kimi-k3/gb200/dep_offload.yaml")
+
+
+def test_recipe_srt_only_is_a_plain_srt_slurm_recipe(repo):
+    res = servebench("recipe", "kimi-k3-gb200-tp", "--srt", cwd=repo)
+    doc = yaml.safe_load(res.stdout)
+    assert "profile" not in doc and doc["name"] == "kimi-k3-gb200-tp16-latency-agentic"
+
+
+def test_unknown_profile_names_the_known_ones(repo):
+    res = servebench("recipe", "dep_ofload", cwd=repo)
+    assert res.returncode != 0 and "kimi-k3-gb200-dep_offload" in res.stderr
+
+
+def test_matrix_json(repo):
+    res = servebench("matrix", "--json", cwd=repo)
+    rows = json.loads(res.stdout)
+    assert len(rows) == 18
+    off = [r for r in rows if r["profile"] == "kimi-k3-gb200-dep_offload"]
+    assert [r["concurrency"] for r in off] == [128, 192, 256, 384]
+    assert all(r["markers"] == ["hardware", "gb200", "offload"] and r["gpus"] == 16 for r in off)
+
+
+def test_broken_catalog_exits_1_with_the_problem(recipes, repo):
+    from tests.conftest import edit
+    edit(recipes / "kimi-k3/gb200/tp.yaml", "[1, 2, 4, 8]", "[1, 2, 2, 8]")
+    res = servebench("--recipes", str(recipes), "matrix", cwd=repo)
+    assert res.returncode == 1
+    assert "tp.yaml" in res.stderr and "profile.concurrency: duplicate concurrencies [2]" in res.stderr
+    assert "Traceback" not in res.stderr

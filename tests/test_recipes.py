@@ -1,0 +1,96 @@
+"""The shipped Kimi K3 GB200 AgentX profiles carry the seed system's numbers."""
+
+import json
+
+import pytest
+
+from servebench.flags import Flags
+from servebench.recipe import Catalog
+
+SEED = {
+    # name: (concurrency, tp, dp, ep, max-num-seqs, gpu-memory-utilization, load-format)
+    "tp": ([1, 2, 4, 8], 16, 1, 1, 8, 0.92, "fastsafetensors"),
+    "tep": ([8, 16, 24, 32], 16, 1, 16, 32, 0.92, "fastsafetensors"),
+    "dep": ([32, 64, 96, 128, 192, 256], 4, 4, 16, 64, 0.94, "safetensors"),
+    "dep_offload": ([128, 192, 256, 384], 4, 4, 16, 96, 0.94, "safetensors"),
+}
+
+
+@pytest.fixture(scope="module")
+def catalog(request):
+    from pathlib import Path
+    return Catalog.load(Path(__file__).resolve().parent.parent / "recipes")
+
+
+def test_four_profiles_eighteen_points(catalog):
+    assert sorted(p.name for p in catalog.profiles) == sorted(SEED)
+    assert sum(len(p.spec.concurrency) for p in catalog.profiles) == 18
+
+
+@pytest.mark.parametrize("name", sorted(SEED))
+def test_profile_numbers(catalog, name):
+    conc, tp, dp, ep, seqs, gmu, load_format = SEED[name]
+    p = next(p for p in catalog.profiles if p.name == name)
+    f = Flags(p.recipe.aggregated_flags)
+    assert p.spec.concurrency == conc
+    assert (p.spec.layout.tp, p.spec.layout.dp, p.spec.layout.ep) == (tp, dp, ep)
+    assert p.spec.layout.gpus == 16
+    assert f.int("tensor-parallel-size", 1) == tp and f.int("data-parallel-size", 1) == dp
+    assert f.int("max-num-seqs", 0) == seqs
+    assert f.get("gpu-memory-utilization") == gmu
+    assert f.get("load-format") == load_format
+    assert p.recipe.model.container == "vllm/vllm-openai:kimi-k3"
+    assert p.recipe.identity.frameworks == {"dynamo": "1.3.0"}
+    assert p.recipe.dynamo.hash == "ba83080ecd31c1ce918559e576d3c5bc9e092ff1"
+    assert (p.recipe.resources.agg_nodes, p.recipe.resources.gpus_per_node) == (4, 4)
+    spec = f.json("speculative-config")
+    assert (spec["method"], spec["num_speculative_tokens"], spec["synthetic_acceptance_length"]) == ("dspark", 2, 2.51)
+    assert p.spec.gates.error_rate == 0.10
+    assert p.spec.gates.live == (0.25 if name == "tp" else 0.10)
+    assert p.spec.load.warmup_grace_s == (3600 if name.startswith("dep") else 1800)
+    assert p.offload == (name == "dep_offload")
+
+
+def test_offload_arm(catalog):
+    p = next(p for p in catalog.profiles if p.name == "dep_offload")
+    kv = Flags(p.recipe.aggregated_flags).json("kv-transfer-config")
+    assert kv["kv_connector"] == "SimpleCPUOffloadConnector"
+    assert kv["kv_connector_extra_config"]["cpu_bytes_to_use_per_rank"] == 128 * 2**30
+    assert p.recipe.backend.aggregated_environment["PYTHONHASHSEED"] == "42"
+    # inherited from dep.yaml and base.yaml through the overlay chain
+    assert p.recipe.aggregated_flags["data-parallel-rpc-port"] == 13345
+    assert p.recipe.backend.aggregated_environment["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+
+
+def test_cluster_description(catalog):
+    cl = catalog.clusters["gb200-nv"]
+    assert cl.runners == [f"gb200-nv_{i}" for i in range(4)]
+    assert (cl.gpus_per_node, cl.host_dram_mib_per_node, cl.dram_utilization) == (4, 860160, 0.61)
+    assert cl.slurm.partition and cl.slurm.account
+    assert cl.markers == ["hardware", "gb200"]
+
+
+def test_case_ids_and_fingerprints(catalog):
+    ids = [p.case_id(c) for p in catalog.profiles for c in p.spec.concurrency]
+    assert "kimi-k3-gb200-dep_offload-c128" in ids and len(set(ids)) == 18
+    fps = {p.fingerprint for p in catalog.profiles}
+    assert len(fps) == 4 and all(len(fp) == 64 for fp in fps)
+
+
+def test_recipe_fingerprint_ignores_spelled_out_defaults(recipes):
+    from tests.conftest import edit
+    before = {p.id: p.fingerprint for p in Catalog.load(recipes).profiles}
+    edit(recipes / "kimi-k3/gb200/tep.yaml", "  name: tep\n", "  name: tep\n  templates: []\n")
+    after = {p.id: p.fingerprint for p in Catalog.load(recipes).profiles}
+    assert before == after
+    edit(recipes / "kimi-k3/gb200/tep.yaml", "gpu-memory-utilization: 0.92", "gpu-memory-utilization: 0.91")
+    changed = {p.id: p.fingerprint for p in Catalog.load(recipes).profiles}
+    assert changed["kimi-k3-gb200-tep"] != before["kimi-k3-gb200-tep"]
+    assert changed["kimi-k3-gb200-dep"] == before["kimi-k3-gb200-dep"]
+
+
+def test_base_is_a_plain_srt_slurm_recipe(repo):
+    import yaml
+    base = yaml.safe_load((repo / "recipes/kimi-k3/gb200/base.yaml").read_text())
+    assert "profile" not in base and {"name", "model", "resources", "backend"} <= set(base)
+    json.dumps(base)  # nothing exotic in it

@@ -1,0 +1,140 @@
+"""Each validation rule rejects a broken recipe with a message naming the file and the key.
+
+The shipped catalog is the passing recipe for every rule (it exercises TP-only, EP, DP, offload,
+spec decoding, CUDA-graph sizes and JSON flags); each case below breaks one thing in a copy of it.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from servebench.errors import ConfigError
+from servebench.recipe import Catalog
+from tests.conftest import edit
+
+G = "kimi-k3/gb200/"
+OFF = "137438953472"
+
+
+def problems(recipes: Path):
+    try:
+        Catalog.load(recipes)
+    except ConfigError as err:
+        return err.problems
+    return []
+
+
+def test_shipped_catalog_passes_every_rule(repo):
+    assert problems(repo / "recipes") == []
+
+
+CASES = [
+    # id, file, old, new, message fragment, file blamed, key blamed
+    ("duplicate-key-overlay", "dep.yaml", "        max-num-seqs: 64\n",
+     "        max-num-seqs: 64\n        max-num-seqs: 32\n", "duplicate key", "dep.yaml", "max-num-seqs"),
+    ("duplicate-key-base-top", "base.yaml", "setup_script:", "slurm: {}\nsetup_script:", "duplicate key",
+     "base.yaml", "slurm"),
+    ("unknown-key-base", "base.yaml", "  max_attempts: 2160", "  max_attempts: 2160\n  max_atempts: 5",
+     "unknown key", "base.yaml", "health_check.max_atempts"),
+    ("unknown-key-profile", "tp.yaml", "layout: {tp: 16, dp: 1, ep: 1}", "layout: {tp: 16, dp: 1, ep: 1, xp: 2}",
+     "unknown key", "tp.yaml", "profile.layout.xp"),
+    ("unknown-top-level", "tep.yaml", "extends: _agentx.yaml", "extends: _agentx.yaml\nbackend: {}",
+     "unknown top-level key", "tep.yaml", "backend"),
+    ("ep-wrong", "tep.yaml", "layout: {tp: 16, dp: 1, ep: 16}", "layout: {tp: 16, dp: 1, ep: 8}",
+     "EP = TP x DP = 16", "tep.yaml", "profile.layout.ep"),
+    ("ep-without-flag", "tp.yaml", "layout: {tp: 16, dp: 1, ep: 1}", "layout: {tp: 16, dp: 1, ep: 16}",
+     "without --enable-expert-parallel", "tp.yaml", "profile.layout.ep"),
+    ("layout-vs-flag", "dep.yaml", "data-parallel-size: 4", "data-parallel-size: 2",
+     "--data-parallel-size 2 but profile.layout.dp is 4", "dep.yaml",
+     "recipe.backend.vllm_config.aggregated.data-parallel-size"),
+    ("gpu-count", "base.yaml", "  agg_nodes: 4\n  agg_workers: 1\n  gpus_per_agg: 16",
+     "  agg_nodes: 2\n  agg_workers: 1\n  gpus_per_agg: 8", "uses TP x DP x PP = 16 GPUs, but a worker has 8",
+     "dep.yaml", "profile.layout"),
+    ("workers-x-gpus", "base.yaml", "  agg_nodes: 4", "  agg_nodes: 2", "1 workers x 16 GPUs != 2 nodes x 4 GPUs",
+     "base.yaml", "resources.gpus_per_agg"),
+    ("gpus-per-node", "base.yaml", "  gpus_per_node: 4", "  gpus_per_node: 8", "cluster gb200-nv has 4",
+     "base.yaml", "resources.gpus_per_node"),
+    ("concurrency-duplicate", "tep.yaml", "[8, 16, 24, 32]", "[8, 16, 16, 32]", "duplicate concurrencies [16]",
+     "tep.yaml", "profile.concurrency"),
+    ("concurrency-order", "tep.yaml", "[8, 16, 24, 32]", "[16, 8, 24, 32]", "must ascend", "tep.yaml",
+     "profile.concurrency"),
+    ("concurrency-positive", "tp.yaml", "[1, 2, 4, 8]", "[0, 2, 4, 8]", "must be > 0", "tp.yaml",
+     "profile.concurrency"),
+    ("batch-capacity", "dep_offload.yaml", "max-num-seqs: 96", "max-num-seqs: 64",
+     "64 x DP 4 = 256 < largest concurrency 384", "dep_offload.yaml",
+     "recipe.backend.vllm_config.aggregated.max-num-seqs"),
+    ("cuda-graphs", "tp.yaml", "[3,6,9,12,15,18,21,24]", "[3,6,9,12]", "does not cover the per-engine batch of 24",
+     "tp.yaml", "recipe.backend.vllm_config.aggregated.compilation-config"),
+    ("json-flag", "base.yaml", '"use_prefill_query_quantization":true}', '"use_prefill_query_quantization":true',
+     "not valid JSON", "base.yaml", "backend.vllm_config.aggregated.attention-config"),
+    ("placeholder-dollar", "base.yaml", 'ETCD_LEASE_TTL: "7200"', 'ETCD_LEASE_TTL: "${LEASE_TTL}"',
+     "literal placeholder ${LEASE_TTL}", "base.yaml", "environment.ETCD_LEASE_TTL"),
+    ("placeholder-job-id", "base.yaml", "DG_JIT_CACHE_DIR: /tmp/deepgemm-jit-cache",
+     "DG_JIT_CACHE_DIR: /tmp/{job_id}/dg", "literal placeholder {job_id}", "base.yaml",
+     "backend.aggregated_environment.DG_JIT_CACHE_DIR"),
+    ("placeholder-in-flag", "base.yaml", "served-model-name: moonshotai/Kimi-K3", "served-model-name: $MODEL",
+     "literal placeholder $MODEL", "base.yaml", "backend.vllm_config.aggregated.served-model-name"),
+    ("offload-dram", "dep_offload.yaml", OFF, str(2 * int(OFF)),
+     "offload pool 256.0 GiB per rank x 4 ranks per node = 1024.0 GiB > gb200-nv DRAM 860160 MiB x 0.61 = 512.4 GiB",
+     "dep_offload.yaml", "recipe.backend.vllm_config.aggregated.kv-transfer-config"),
+    ("connector-conflict", "dep_offload.yaml", "  backend:\n", "  backend:\n    connector: nixl\n",
+     "also renders --kv-transfer-config", "dep_offload.yaml", "recipe.backend.connector"),
+    ("offload-label", "dep_offload.yaml", "kv-offloading: dram", "kv-offloading: none",
+     "labelled kv-offloading: none", "dep_offload.yaml", "profile.labels.kv-offloading"),
+    ("unknown-cluster", "_agentx.yaml", "cluster: gb200-nv", "cluster: gb300-nv", "unknown cluster 'gb300-nv'",
+     "_agentx.yaml", "profile.cluster"),
+    ("live-gate", "tp.yaml", "live_error_rate: 0.25", "live_error_rate: 0.05", "stricter than the final gate",
+     "tp.yaml", "profile.gates.live_error_rate"),
+    ("identity", "base.yaml", "    image: vllm/vllm-openai:kimi-k3", "    image: vllm/vllm-openai:latest",
+     "identity says 'vllm/vllm-openai:latest'", "base.yaml", "identity.container.image"),
+    ("wrong-type", "base.yaml", "  max_attempts: 2160", "  max_attempts: lots", "valid integer", "base.yaml",
+     "health_check.max_attempts"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_rule_rejects_broken_recipe(recipes, case):
+    _, file, old, new, fragment, blamed_file, blamed_key = case
+    edit(recipes / G / file, old, new)
+    found = problems(recipes)
+    matching = [p for p in found if fragment in p.message]
+    assert matching, f"no problem mentions {fragment!r}; got:\n" + "\n".join(map(str, found))
+    prob = matching[0]
+    assert prob.file.endswith(G + blamed_file), str(prob)
+    assert prob.key == blamed_key, str(prob)
+    assert prob.fix, "every problem says how to fix it"
+    assert str(prob).startswith(prob.file)
+
+
+def test_declared_template_is_allowed(recipes):
+    edit(recipes / G / "base.yaml", "DG_JIT_CACHE_DIR: /tmp/deepgemm-jit-cache", "DG_JIT_CACHE_DIR: /tmp/{job_id}/dg")
+    edit(recipes / G / "_agentx.yaml", "  cluster: gb200-nv",
+         "  cluster: gb200-nv\n  templates: [backend.aggregated_environment.DG_JIT_CACHE_DIR]")
+    assert problems(recipes) == []
+
+
+def test_declared_template_still_rejects_shell_variables(recipes):
+    edit(recipes / G / "base.yaml", "DG_JIT_CACHE_DIR: /tmp/deepgemm-jit-cache", "DG_JIT_CACHE_DIR: ${TMPDIR}/dg")
+    edit(recipes / G / "_agentx.yaml", "  cluster: gb200-nv",
+         "  cluster: gb200-nv\n  templates: [backend.aggregated_environment.DG_JIT_CACHE_DIR]")
+    assert any("servebench does not fill" in p.message for p in problems(recipes))
+
+
+def test_extends_cycle_and_missing_base(recipes):
+    edit(recipes / G / "_agentx.yaml", "extends: base.yaml", "extends: tp.yaml")
+    assert any("extends itself" in p.message for p in problems(recipes))
+    edit(recipes / G / "_agentx.yaml", "extends: tp.yaml", "extends: nowhere.yaml")
+    found = problems(recipes)
+    assert any("nowhere.yaml does not exist" in p.message and p.key == "extends" for p in found)
+
+
+def test_base_problem_reported_once(recipes):
+    edit(recipes / G / "base.yaml", "  max_attempts: 2160", "  max_attempts: 2160\n  max_atempts: 5")
+    assert len(problems(recipes)) == 1
+
+
+def test_all_problems_reported_at_once(recipes):
+    edit(recipes / G / "tep.yaml", "[8, 16, 24, 32]", "[16, 8, 24, 32]")
+    edit(recipes / G / "tp.yaml", "layout: {tp: 16, dp: 1, ep: 1}", "layout: {tp: 16, dp: 1, ep: 16}")
+    files = {Path(p.file).name for p in problems(recipes)}
+    assert {"tep.yaml", "tp.yaml"} <= files
