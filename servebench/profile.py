@@ -119,7 +119,9 @@ class ClusterSpec(_Strict):
 
     @property
     def markers(self) -> list[str]:
-        return ["hardware", self.gpu_type] if self.kind == "gpu" else ["local"]
+        if self.kind == "gpu":
+            return ["hardware", self.gpu_type]
+        return ["local"] + (["slurm"] if self.backend == "slurm" else [])
 
     @property
     def dram_budget_bytes_per_node(self) -> float:

@@ -1,0 +1,230 @@
+"""The cluster layer against a real Slurm controller (scripts/slurm-local: 4 nodes x 4 fake GPUs).
+
+Counts are read from Slurm (squeue, sacct -c) and the process table, never from the suite's bookkeeping.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from servebench.cluster import AllocationRequest, ClusterError, ProcessDied
+from servebench.cluster.slurm import SlurmBackend
+
+pytestmark = pytest.mark.slurm
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """A running local Slurm controller: started with scripts/slurm-local when this user can."""
+    backend = SlurmBackend()
+    if backend.unavailable() is None:
+        return backend
+    if os.geteuid() != 0:
+        pytest.skip(f"no Slurm controller here ({backend.unavailable()}) and not root to start one")
+    subprocess.run([str(REPO / "scripts/slurm-local"), "start"], check=True, timeout=300)
+    assert backend.unavailable() is None
+    return backend
+
+
+def squeue(name_part: str) -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-o", "%i %j %T"], capture_output=True, text=True, check=True).stdout
+    return [ln for ln in out.splitlines() if name_part in ln]
+
+
+def sacct_jobs(name_part: str) -> list[str]:
+    out = subprocess.run(["sacct", "-c", "-n", "-P", "-o", "JobID,JobName,State"], capture_output=True, text=True,
+                         check=True).stdout
+    return [ln for ln in out.splitlines() if name_part in ln]
+
+
+def processes_with(token: str) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if token.encode() in (d / "cmdline").read_bytes() or token.encode() in (d / "environ").read_bytes():
+                    stat = (d / "stat").read_text().split()
+                    if stat[2] != "Z":
+                        pids.append(int(d.name))
+            except OSError:
+                pass
+    return [p for p in pids if p != os.getpid()]
+
+
+def wait_for(pred, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+SERVER = ("import http.server, os, socketserver, sys\n"
+          "port = int(os.environ['SB_PORT'])\n"
+          "print('node', os.environ.get('SLURMD_NODENAME'), 'gpus', os.environ.get('CUDA_VISIBLE_DEVICES'),"
+          " 'port', port, flush=True)\n"
+          "http.server.ThreadingHTTPServer(('127.0.0.1', port), http.server.SimpleHTTPRequestHandler).serve_forever()\n")
+
+
+def free_port_base(n=4) -> int:
+    import socket
+    while True:
+        base = 20000 + (uuid.uuid4().int % 20000)
+        ok = True
+        for i in range(n):
+            with socket.socket() as s:
+                ok &= s.connect_ex(("127.0.0.1", base + i)) != 0
+        if ok:
+            return base
+
+
+def test_four_nodes_one_process_each_on_distinct_ports(slurm, tmp_path):
+    token = f"sbtest-{uuid.uuid4().hex[:8]}"
+    req = AllocationRequest(name=token, nodes=4, gpus_per_node=4, partition="debug", workdir=tmp_path)
+    alloc = slurm.allocate(req, timeout=60)
+    base = free_port_base()
+    try:
+        assert alloc.nodes == ["n1", "n2", "n3", "n4"]
+        assert len(squeue(token)) == 1 and squeue(token)[0].endswith("RUNNING")
+        procs = [alloc.launch(r, "http", [sys.executable, "-c", SERVER, token], {"SB_PORT": str(base + r)},
+                              tmp_path / f"n{r}.log") for r in range(4)]
+
+        def all_up():
+            try:
+                return all(urllib.request.urlopen(f"http://127.0.0.1:{base + r}/", timeout=2).status == 200
+                           for r in range(4))
+            except OSError:
+                return False
+        wait_for(all_up, 60, "4 servers")
+        seen = sorted(p.log.read_text().split()[1] for p in procs)
+        assert seen == ["n1", "n2", "n3", "n4"]
+        assert all("gpus 0,1,2,3" in p.log.read_text() for p in procs)
+    finally:
+        alloc.release()
+    assert squeue(token) == []
+    wait_for(lambda: not processes_with(token), 15, "processes to exit")
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{base}/", timeout=2)
+
+
+def test_killed_node_process_is_reported_with_its_log_tail(slurm, tmp_path):
+    token = f"sbtest-{uuid.uuid4().hex[:8]}"
+    alloc = slurm.allocate(AllocationRequest(name=token, nodes=4, gpus_per_node=4, workdir=tmp_path), timeout=60)
+    try:
+        code = "import os, time; print('worker up on', os.environ['SLURMD_NODENAME'], flush=True); time.sleep(600)"
+        for r in range(4):
+            alloc.launch(r, "worker", [sys.executable, "-c", code, f"{token}-rank{r}"], {}, tmp_path / f"w{r}.log")
+        wait_for(lambda: all("worker up" in (tmp_path / f"w{r}.log").read_text() for r in range(4)), 60, "workers")
+        alloc.check()  # all alive
+        victims = processes_with(f"{token}-rank2")
+        assert victims
+        for pid in victims:
+            if "python" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[0]:
+                os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not alloc.processes[2].alive(), 30, "srun of rank 2 to notice")
+        with pytest.raises(ProcessDied) as err:
+            alloc.check()
+        assert "node n3" in str(err.value) and "worker up on n3" in str(err.value)
+    finally:
+        alloc.release()
+    assert squeue(token) == []
+    wait_for(lambda: not processes_with(token), 15, "processes to exit")
+
+
+def test_unschedulable_job_is_cancelled_not_left_pending(slurm, tmp_path):
+    token = f"sbtest-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(ClusterError, match="can never start"):
+        slurm.allocate(AllocationRequest(name=token, nodes=5, workdir=tmp_path), timeout=30)
+    assert squeue(token) == []
+
+
+@pytest.fixture
+def slurm_suite(pytester, slurm):
+    for name in ("conftest.py", "pytest.ini"):
+        shutil.copy(REPO / name, pytester.path / name)
+    shutil.copytree(REPO / "tests/data/slurm-catalog", pytester.path / "recipes")
+    (pytester.path / "benchmarks").mkdir()
+    return pytester
+
+
+HOLD = '''
+import os, sys, time, subprocess
+def test_point(allocation, point, tmp_path):
+    assert subprocess.run(["squeue", "-h", "-j", allocation.job_id, "-o", "%T"], capture_output=True,
+                          text=True).stdout.strip() == "RUNNING"
+    for r, node in enumerate(allocation.nodes):
+        allocation.launch(r, "hold", [sys.executable, "-c", "import time; time.sleep(600)", "TOKEN"], {},
+                          tmp_path / f"hold{r}.log")
+    time.sleep(float(os.environ.get("HOLD_SECONDS", "0")))
+    allocation.check()
+'''
+
+
+def test_one_allocation_per_profile(slurm_suite, tmp_path):
+    token = f"sbtest-{uuid.uuid4().hex[:8]}"
+    (slurm_suite.path / "benchmarks/test_hold.py").write_text(HOLD.replace("TOKEN", token))
+    results = tmp_path / "results"
+    res = slurm_suite.runpytest_subprocess("benchmarks", "-q", "--results-dir", str(results))
+    res.assert_outcomes(passed=6)
+    manifest = json.loads((results / "manifest.json").read_text())
+    allocs = manifest["allocations"]
+    assert [a["profile"] for a in allocs] == ["tiny-cpu-alpha", "tiny-cpu-beta"]
+    assert all(a["released_at"] for a in allocs)
+    res.stdout.fnmatch_lines(["*2 allocation(s), 0 server start(s)*"])
+    # Slurm's own records: two jobs of this run, both ended; nothing left running.
+    run = manifest["run_id"]
+    wait_for(lambda: len(sacct_jobs(run)) == 2, 15, "jobcomp records")
+    assert {a["job_id"] for a in allocs} == {ln.split("|")[0] for ln in sacct_jobs(run)}
+    assert squeue(run) == []
+    wait_for(lambda: not processes_with(token), 15, "processes to exit")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_leaves_nothing_behind(slurm_suite, tmp_path, sig):
+    token = f"sbtest-{uuid.uuid4().hex[:8]}"
+    (slurm_suite.path / "benchmarks/test_hold.py").write_text(HOLD.replace("TOKEN", token))
+    results = tmp_path / "results"
+    env = {**os.environ, "HOLD_SECONDS": "300"}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "benchmarks", "-q", "-p", "no:cacheprovider",
+                             "--results-dir", str(results)], cwd=slurm_suite.path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: len([p for p in processes_with(token) if p != proc.pid]) >= 4, 120, "hold processes")
+        part = next(results.glob("manifest.*.json"))
+        job = json.loads(part.read_text())["allocations"][0]["job_id"]
+        proc.send_signal(sig)
+        out = proc.communicate(timeout=120)[0].decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0, out
+    q = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+    assert q == "", f"job {job} still {q}"
+    wait_for(lambda: not processes_with(token), 15, "processes to exit")
+    manifest = json.loads((results / "manifest.json").read_text())
+    assert manifest["allocations"][0]["released_at"]
+
+
+def test_xdist_loadgroup_gives_each_profile_its_own_worker_and_allocation(slurm_suite, tmp_path):
+    token = f"sbtest-{uuid.uuid4().hex[:8]}"
+    (slurm_suite.path / "benchmarks/test_hold.py").write_text(HOLD.replace("TOKEN", token))
+    results = tmp_path / "results"
+    res = slurm_suite.runpytest_subprocess("benchmarks", "-q", "-n", "2", "--dist", "loadgroup",
+                                           "--results-dir", str(results))
+    res.assert_outcomes(passed=6)
+    allocs = json.loads((results / "manifest.json").read_text())["allocations"]
+    assert sorted(a["profile"] for a in allocs) == ["tiny-cpu-alpha", "tiny-cpu-beta"]
+    assert len({a["job_id"] for a in allocs}) == 2 and all(a["released_at"] for a in allocs)
+    assert not list(results.glob("manifest.*.json")), "worker parts are merged away"
+    assert squeue(token) == [] and not processes_with(token)
