@@ -122,6 +122,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(["profile", "point"], params, indirect=True, scope="session")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    """A failing case shows the log tail of every node process of its allocation that is no longer running."""
+    report = yield
+    alloc = getattr(item, "funcargs", {}).get("allocation")
+    if report.failed and isinstance(alloc, Allocation):
+        for proc in alloc.processes:
+            if not proc.alive():
+                report.sections.append((f"{proc.name} on node {proc.node} exited ({proc.popen.returncode}); "
+                                        f"tail of {proc.log}", proc.tail()))
+    return report
+
+
 def _unavailable(profile: Profile, config: pytest.Config) -> str | None:
     """Why this profile cannot get nodes here, or None."""
     cl = profile.cluster

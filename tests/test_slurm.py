@@ -228,3 +228,39 @@ def test_xdist_loadgroup_gives_each_profile_its_own_worker_and_allocation(slurm_
     assert len({a["job_id"] for a in allocs}) == 2 and all(a["released_at"] for a in allocs)
     assert not list(results.glob("manifest.*.json")), "worker parts are merged away"
     assert squeue(token) == [] and not processes_with(token)
+
+
+KILL_ONE = '''
+import os, signal, sys, time
+def test_point(allocation, point, tmp_path):
+    procs = [allocation.launch(r, "worker", [sys.executable, "-c",
+             "import os, time; print('serving on', os.environ['SLURMD_NODENAME'], flush=True); time.sleep(600)",
+             "TOKEN-" + str(r)], {}, tmp_path / f"w{r}.log") for r in range(4)]
+    while not all("serving" in p.log.read_text() for p in procs):
+        time.sleep(0.2)
+    for d in os.listdir("/proc"):
+        try:
+            argv = open(f"/proc/{d}/cmdline", "rb").read().split(b"\\0")
+        except OSError:
+            continue
+        if b"TOKEN-1" in argv and b"python" in argv[0]:
+            os.kill(int(d), signal.SIGKILL)
+    while procs[1].alive():
+        time.sleep(0.2)
+    allocation.check()
+'''
+
+
+def test_node_process_killed_mid_case_fails_the_case_naming_the_node(slurm_suite, tmp_path):
+    token = f"sbtest-{uuid.uuid4().hex[:8]}"
+    (slurm_suite.path / "benchmarks/test_kill.py").write_text(KILL_ONE.replace("TOKEN", token))
+    results = tmp_path / "results"
+    res = slurm_suite.runpytest_subprocess("benchmarks", "-k", "alpha-c1", "--results-dir", str(results))
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*ProcessDied: worker on node n2 (rank 1) exited*", "*serving on n2*",
+                              "*worker on node n2 exited*tail of*"])
+    alloc = json.loads((results / "manifest.json").read_text())["allocations"][0]
+    assert alloc["released_at"]
+    q = subprocess.run(["squeue", "-h", "-j", alloc["job_id"]], capture_output=True, text=True).stdout.strip()
+    assert q == ""
+    wait_for(lambda: not processes_with(token), 15, "processes to exit")
