@@ -79,7 +79,7 @@ class Origins:
 def _validation_problems(err: ValidationError, origins: Origins, section: str) -> list[Problem]:
     problems = []
     for e in err.errors():
-        loc = [p for p in e["loc"] if not isinstance(p, int) or True]
+        loc = list(e["loc"])
         kind = e["type"]
         if kind == "extra_forbidden":
             msg, fix = f"unknown key in {section}", "remove it or correct its spelling"
@@ -123,11 +123,18 @@ def _is_profile(doc: Any) -> bool:
 def resolve_layers(path: Path, docs: dict[str, Any] | None = None, _seen: tuple[str, ...] = ()) -> Layered:
     """Merge a profile file onto what it extends. ``docs`` maps file names to parsed documents
     (tests pass in-memory recipes); otherwise files are read from disk."""
+    docs = dict(docs or {})
+
+    def read(p: Path) -> Any:
+        if str(p) not in docs:
+            docs[str(p)] = yamlio.load(p)
+        return docs[str(p)]
+
     name = str(path)
     if name in _seen:
         raise ConfigError(Problem(name, "extends", f"extends itself through {' -> '.join(_seen)}",
                                   "break the cycle"))
-    doc = docs[name] if docs is not None and name in docs else yamlio.load(path)
+    doc = read(path)
     if not isinstance(doc, dict):
         raise ConfigError(Problem(name, "", "a profile file must be a mapping", "see README: Recipes"))
     unknown = [k for k in doc if k not in PROFILE_KEYS]
@@ -146,13 +153,12 @@ def resolve_layers(path: Path, docs: dict[str, Any] | None = None, _seen: tuple[
         if not isinstance(ext, str):
             raise ConfigError(Problem(name, "extends", "must be a file name", "give a path relative to this file"))
         target = path.parent / ext
-        if docs is None or str(target) not in docs:
-            if not target.is_file():
-                raise ConfigError(Problem(name, "extends", f"{target} does not exist",
-                                          "name an existing recipe next to this file", yamlio.line_of(doc, "extends")))
-        target_doc = docs[str(target)] if docs is not None and str(target) in docs else yamlio.load(target)
+        if str(target) not in docs and not target.is_file():
+            raise ConfigError(Problem(name, "extends", f"{target} does not exist",
+                                      "name an existing recipe next to this file", yamlio.line_of(doc, "extends")))
+        target_doc = read(target)
         if _is_profile(target_doc):
-            base = resolve_layers(target, {**(docs or {}), str(target): target_doc}, (*_seen, name))
+            base = resolve_layers(target, docs, (*_seen, name))
         else:
             if not isinstance(target_doc, dict):
                 raise ConfigError(Problem(str(target), "", "an srt-slurm recipe must be a mapping", ""))
