@@ -50,6 +50,30 @@ def cmd_matrix(args) -> int:
     return 0
 
 
+def cmd_render(args) -> int:
+    """The allocation a profile gets, as it would be submitted: nothing is submitted."""
+    import shlex
+
+    from .cluster.request import request_for
+    from .cluster.slurm import sbatch_script, srun_prefix
+
+    cat = _catalog(args)
+    prof = _one(cat, args.target)
+    req = request_for(prof, "RUN", args.results_dir)
+    cl = prof.cluster
+    print(f"# {prof.id}: cluster {cl.name}, backend {cl.backend}, {req.nodes} nodes x {req.gpus_per_node} GPUs")
+    if cl.backend == "slurm":
+        print(f"# sbatch script ({req.workdir / (req.name + '.sbatch')}):")
+        print(sbatch_script(req))
+        print("# each per-node process is one step in that job (JOB = the job id sbatch returns):")
+        for rank in range(req.nodes):
+            print(f"node {rank}: " + shlex.join(srun_prefix("JOB", f"<node {rank}>", req)) + " -- <command>")
+    else:
+        print("# local backend: per-node processes run on this machine, no scheduler")
+    print("# per-node server commands and their environment come from the server layer (issue #4: not yet)")
+    return 0
+
+
 def cmd_changelog_check(args) -> int:
     path = Path(args.file)
     if not path.is_file():
@@ -79,6 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("profile", nargs="?", help="only this profile")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_matrix)
+
+    p = sub.add_parser("render", help="print the allocation a profile or case gets (sbatch script, srun lines)")
+    p.add_argument("target", help="case id (kimi-k3-gb200-dep-c64) or profile")
+    p.add_argument("--results-dir", default="results")
+    p.set_defaults(func=cmd_render)
 
     p = sub.add_parser("changelog", help="perf-changelog.yaml tools")
     csub = p.add_subparsers(dest="changelog_command", required=True)

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from .cluster import Allocation, AllocationRequest, backend_for, release_all
+from .cluster import Allocation, backend_for, release_all
+from .cluster.request import request_for
 from .errors import ConfigError
 from .manifest import Manifest, merge
 from .matrix import Point, points
@@ -149,22 +150,6 @@ def _unavailable(profile: Profile, config: pytest.Config) -> str | None:
     return why
 
 
-def allocation_request(profile: Profile, config: pytest.Config) -> AllocationRequest:
-    r, cl = profile.recipe, profile.cluster
-    return AllocationRequest(
-        name=f"servebench-{config.stash[_RUN_ID]}-{profile.name}",
-        nodes=r.resources.total_nodes,
-        gpus_per_node=r.resources.gpus_per_node,
-        partition=r.slurm.partition or cl.slurm.partition,
-        account=r.slurm.account or cl.slurm.account,
-        time_limit=r.slurm.time_limit,
-        directives=dict(r.sbatch_directives),
-        srun_options=dict(r.srun_options),
-        container_image=r.model.container if cl.slurm.pyxis else None,
-        workdir=Path(config.getoption("--results-dir")) / profile.id,
-    )
-
-
 @pytest.fixture
 def point(request: pytest.FixtureRequest) -> Point:
     """The (profile, concurrency) point of this case."""
@@ -184,7 +169,8 @@ def allocation(profile: Profile, request: pytest.FixtureRequest):
     if reason:
         pytest.skip(f"{profile.id}: {reason}")
     manifest = request.config.stash[_MANIFEST]
-    alloc: Allocation = backend_for(profile.cluster.backend).allocate(allocation_request(profile, request.config))
+    request_ = request_for(profile, request.config.stash[_RUN_ID], request.config.getoption("--results-dir"))
+    alloc: Allocation = backend_for(profile.cluster.backend).allocate(request_)
     entry = manifest.allocated(profile.id, alloc.describe())
     try:
         yield alloc

@@ -52,3 +52,12 @@ def test_broken_catalog_exits_1_with_the_problem(recipes, repo):
     assert res.returncode == 1
     assert "tp.yaml" in res.stderr and "profile.concurrency: duplicate concurrencies [2]" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_render_shows_the_job_script_and_node_steps(repo):
+    res = servebench("render", "kimi-k3-gb200-dep-c64", cwd=repo)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "#SBATCH --nodes=4" in out and "#SBATCH --gpus-per-node=4" in out and "#SBATCH --time=12:00:00" in out
+    assert "#SBATCH --partition=batch" in out and "#SBATCH --cpus-per-task=144" in out
+    assert out.count("--container-image=vllm/vllm-openai:kimi-k3") == 4

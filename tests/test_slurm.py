@@ -264,3 +264,22 @@ def test_node_process_killed_mid_case_fails_the_case_naming_the_node(slurm_suite
     q = subprocess.run(["squeue", "-h", "-j", alloc["job_id"]], capture_output=True, text=True).stdout.strip()
     assert q == ""
     wait_for(lambda: not processes_with(token), 15, "processes to exit")
+
+
+def test_recipe_values_stay_literal_in_the_job_script(slurm, tmp_path):
+    token = f"sbtest-{uuid.uuid4().hex[:8]}"
+    nasty = "x; rm -rf ~ $(touch /tmp/pwned-" + token + ") 'q\" `id`"
+    req = AllocationRequest(name=token, nodes=1, workdir=tmp_path, directives={"comment": nasty})
+    alloc = slurm.allocate(req, timeout=60)
+    try:
+        shown = subprocess.run(["scontrol", "show", "job", alloc.job_id], capture_output=True, text=True).stdout
+        assert f"Comment={nasty}" in shown
+        marker = tmp_path / "argv.txt"
+        code = "import sys, pathlib; pathlib.Path(sys.argv[1]).write_text(sys.argv[2])"
+        alloc.launch(0, "echo", [sys.executable, "-c", code, str(marker), nasty], {"SB_VALUE": nasty},
+                     tmp_path / "echo.log")
+        wait_for(lambda: marker.exists() and marker.read_text() == nasty, 30, "the literal argument")
+    finally:
+        alloc.release()
+    assert not Path(f"/tmp/pwned-{token}").exists()
+

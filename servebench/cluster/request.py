@@ -1,0 +1,24 @@
+"""From a profile to the allocation it needs (nodes, GPUs, partition, directives, container)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..recipe import Profile
+from .base import AllocationRequest
+
+
+def request_for(profile: Profile, run_id: str, results_dir: Path | str) -> AllocationRequest:
+    r, cl = profile.recipe, profile.cluster
+    return AllocationRequest(
+        name=f"servebench-{run_id}-{profile.name}",
+        nodes=r.resources.total_nodes,
+        gpus_per_node=r.resources.gpus_per_node,
+        partition=r.slurm.partition or cl.slurm.partition,
+        account=r.slurm.account or cl.slurm.account,
+        time_limit=r.slurm.time_limit,
+        directives=dict(r.sbatch_directives),
+        srun_options=dict(r.srun_options),
+        container_image=r.model.container if cl.slurm.pyxis else None,
+        workdir=Path(results_dir) / profile.id,
+    )
