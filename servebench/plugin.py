@@ -112,8 +112,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         pytest.fail(f"invalid recipe(s):\n{err}", pytrace=False)
     params = [
         pytest.param(pt.profile.id, pt.id, id=pt.id,
-                     marks=[getattr(pytest.mark, m) for m in pt.markers]
-                     + [pytest.mark.xdist_group(name=pt.profile.id)])
+                     marks=[getattr(pytest.mark, m) for m in pt.markers])
         for pt in points(cat)
     ]
     # Both are indirect: the profile id (shared by a profile's points) is the cache key of the session-scoped

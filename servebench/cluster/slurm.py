@@ -7,7 +7,6 @@ as its own step, so one allocation serves every concurrency point of a profile. 
 
 from __future__ import annotations
 
-import re
 import shlex
 import shutil
 import subprocess
@@ -120,5 +119,3 @@ class SlurmBackend(Backend):
                 raise ClusterError(f"job {job_id} still {state} ({reason}) after {timeout:.0f} s")
             time.sleep(0.3)
 
-
-JOB_ID_RE = re.compile(r"^\d+$")
