@@ -1,10 +1,13 @@
-"""The benchmark sweep: one case per (profile, concurrency) point of every recipe in recipes/.
+"""The benchmark: one case per (profile, concurrency) point of the recipe catalog.
 
-Cases, ids and markers come from the recipe catalog (see servebench.plugin). A case whose
-hardware is not here is skipped with the reason; it never passes without measuring.
+The fixtures (servebench.plugin) allocate the profile's nodes once, start its servers once, and run AIPerf for
+this point; the result JSON is written before anything here can fail. This test only judges it.
 """
 
+from servebench.verdict import failures, judge
 
-def test_point(deployment, point):
-    raise AssertionError(
-        f"{point.id}: deployment started but no load generator is wired yet (issue #5)")
+
+def test_point(point, measured):
+    assert measured.path.is_file(), f"no result JSON at {measured.path} (expected one per point)"
+    problems = failures(judge(measured.result, point.profile))
+    assert not problems, f"{point.id}: " + "\n".join(problems) + f"\nresult: {measured.path}"

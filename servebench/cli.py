@@ -56,22 +56,45 @@ def cmd_render(args) -> int:
 
     from .cluster.request import request_for
     from .cluster.slurm import sbatch_script, srun_prefix
+    from .server.plan import dry_placement, plan
 
     cat = _catalog(args)
     prof = _one(cat, args.target)
     req = request_for(prof, "RUN", args.results_dir)
     cl = prof.cluster
     print(f"# {prof.id}: cluster {cl.name}, backend {cl.backend}, {req.nodes} nodes x {req.gpus_per_node} GPUs")
+    sp = plan(prof, dry_placement(prof))
     if cl.backend == "slurm":
         print(f"# sbatch script ({req.workdir / (req.name + '.sbatch')}):")
         print(sbatch_script(req))
-        print("# each per-node process is one step in that job (JOB = the job id sbatch returns):")
-        for rank in range(req.nodes):
-            print(f"node {rank}: " + shlex.join(srun_prefix("JOB", f"<node {rank}>", req)) + " -- <command>")
+        print("# each process below is one srun step in that job (JOB = the job id sbatch returns):")
     else:
-        print("# local backend: per-node processes run on this machine, no scheduler")
-    print("# per-node server commands and their environment come from the server layer (issue #4: not yet)")
+        print("# local backend: the processes below run on this machine, no scheduler")
+    print(f"# {sp.kind}: {len(sp.processes)} processes, {len(sp.engines)} engine(s), "
+          f"{len(sp.metrics_urls)} metrics URL(s), {sp.expected_instances} registering worker(s); "
+          f"API {sp.api_url}")
+    shared = {k: v for k, v in sp.processes[0].env.items()
+              if all(k in p.env and p.env[k] == v for p in sp.processes)} if sp.processes else {}
+    if shared:
+        print("\n# environment of every process")
+        _print_env(shared)
+    for proc in sp.processes:
+        node = dry_placement(prof).nodes[proc.rank]
+        print(f"\n## {proc.name} ({proc.role}) on node {proc.rank} ({node})")
+        _print_env({k: v for k, v in proc.env.items() if k not in shared})
+        prefix = srun_prefix("JOB", node, req) + ["--"] if cl.backend == "slurm" else []
+        print(shlex.join([*prefix, *proc.argv]))
+    print("\n# engines (DP rank -> metrics URL)")
+    for eng in sp.engines:
+        print(f"engine {eng.dp_rank} on node {eng.rank}: {eng.metrics_url}")
     return 0
+
+
+def _print_env(env: dict) -> None:
+    import shlex
+
+    for key, value in env.items():
+        print(f"unset {key}" if value is None else f"export {key}={shlex.quote(value)}")
 
 
 def cmd_changelog_check(args) -> int:

@@ -18,7 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from .cluster import Allocation, backend_for, release_all
+from . import summary
+from .cluster import Allocation, ProcessDied, backend_for, release_all
+from .load.aiperf import DEFAULT_BIN as DEFAULT_AIPERF
+from .measure import Measured, NotIdle, measure
+from .models import GENERATED, ensure_model
+from .server import deploy
+from .server.plan import Ports, placement_for, plan
 from .cluster.request import request_for
 from .errors import ConfigError
 from .manifest import Manifest, merge
@@ -38,6 +44,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run hardware cases of this cluster (e.g. gb200-nv); without it they are skipped")
     group.addoption("--results-dir", metavar="DIR", default="results",
                     help="where per-point results, logs and reports go (default: results)")
+    group.addoption("--aiperf-bin", metavar="PATH", default=os.environ.get("AIPERF_BIN", DEFAULT_AIPERF),
+                    help=f"AIPerf executable (its own venv; default: $AIPERF_BIN or {DEFAULT_AIPERF})")
 
 
 def catalog(config: pytest.Config) -> Catalog:
@@ -54,6 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RUN_ID] = run_id
     results = Path(config.getoption("--results-dir"))
     config.stash[_MANIFEST] = Manifest(results, run_id, worker["workerid"] if worker else "main")
+    config.pluginmanager.register(summary.Collector(config), "servebench-summary")
     atexit.register(release_all)
     if threading.current_thread() is threading.main_thread():
         # SIGTERM (a CI cancel, scancel of the login job, a timeout wrapper) unwinds like Ctrl-C:
@@ -101,6 +110,10 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         terminalreporter.write_line(
             f"{len(merged['allocations'])} allocation(s), {len(merged['server_starts'])} server start(s); "
             f"manifest: {Path(config.getoption('--results-dir')) / 'manifest.json'}")
+    collector = config.pluginmanager.get_plugin("servebench-summary")
+    if collector is not None and getattr(collector, "path", None):
+        terminalreporter.write_line(f"summary table: {collector.path}; per-point results: "
+                                    f"{Path(config.getoption('--results-dir')) / 'points'}")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -126,6 +139,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call):
     """A failing case shows the log tail of every node process of its allocation that is no longer running."""
     report = yield
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "point" in callspec.params:
+        report.user_properties.append(("servebench_case", callspec.params["point"]))
     alloc = getattr(item, "funcargs", {}).get("allocation")
     if report.failed and isinstance(alloc, Allocation):
         for proc in alloc.processes:
@@ -135,18 +151,39 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     return report
 
 
+OFFLOAD_ON_CPU = ("SimpleCPUOffloadConnector does not run on vLLM's CPU build (its worker calls the CUDA-only "
+                  "torch.cuda.Stream.priority_range and engine start-up fails); the offload arm runs only on a GPU "
+                  "cluster. Its rendering, DRAM budget and metric parsing are tested offline (tests/test_servers.py)")
+
+
 def _unavailable(profile: Profile, config: pytest.Config) -> str | None:
-    """Why this profile cannot get nodes here, or None."""
+    """Why this profile cannot run here, or None."""
     cl = profile.cluster
     if cl.kind == "gpu":
         chosen = config.getoption("--cluster")
         if chosen != cl.name:
             return (f"needs cluster {cl.name} ({cl.gpus_per_node} x {cl.gpu_type.upper()} GPUs per node via "
                     f"Slurm); run on its login node with --cluster {cl.name}")
+    elif profile.offload:
+        return OFFLOAD_ON_CPU
     why = backend_for(cl.backend).unavailable()
-    if why and cl.kind == "gpu":
-        return f"--cluster {cl.name} given, but {why}"
-    return why
+    if why:
+        return f"--cluster {cl.name} given, but {why}" if cl.kind == "gpu" else why
+    return None
+
+
+def _missing_tools(profile: Profile, config: pytest.Config) -> str | None:
+    """Locally installed components a profile needs before nodes are worth allocating."""
+    root = Path(config.rootpath)
+    if profile.cluster.kind == "embedded":
+        python = root / profile.cluster.runtime.python
+        if not python.exists():
+            return f"the serving venv is missing ({python}): run scripts/install-servers"
+    aiperf = Path(config.getoption("--aiperf-bin"))
+    aiperf = aiperf if aiperf.is_absolute() else root / aiperf
+    if not aiperf.exists():
+        return f"AIPerf is not installed at {aiperf}: run scripts/install-servers (or pass --aiperf-bin)"
+    return None
 
 
 @pytest.fixture
@@ -178,8 +215,79 @@ def allocation(profile: Profile, request: pytest.FixtureRequest):
         manifest.released(entry, alloc.describe())
 
 
+def _results_dir(config: pytest.Config) -> Path:
+    return Path(config.getoption("--results-dir")).resolve()
+
+
+def _model_dir(profile: Profile, config: pytest.Config, log_dir: Path) -> Path | None:
+    """The model as the login node sees it: generated for the embedded default, else the cluster's path."""
+    alias = profile.recipe.model.path
+    if alias in GENERATED:
+        python = str(Path(config.rootpath) / profile.cluster.runtime.python)
+        return ensure_model(alias, python, log_dir / "model-generation.log")
+    path = profile.cluster.runtime.model_paths.get(alias)
+    return Path(path) if path else None
+
+
+def _free_ports(config: pytest.Config, nodes: int) -> Ports:
+    """Local deployments share this host: pick a port block no one listens on (per xdist worker)."""
+    import socket
+
+    worker = getattr(config, "workerinput", {}).get("workerid", "gw0")
+    base = 1000 * int(worker[2:] or 0) if worker.startswith("gw") else 0
+    for step in range(0, 1000, 50):
+        ports = Ports().shifted(base + step)
+        wanted = [ports.frontend, ports.dp_rpc, ports.master, *(ports.system + r for r in range(nodes)),
+                  *(ports.kv_events + r for r in range(nodes))]
+        try:
+            for port in wanted:
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return ports
+    raise RuntimeError("no free port block for a local deployment")
+
+
 @pytest.fixture(scope="session")
-def deployment(profile: Profile, allocation: Allocation):
-    """The running servers of one profile, shared by all its concurrency points."""
-    pytest.skip(f"{profile.id}: nodes allocated ({allocation.backend} job {allocation.job_id}), but starting "
-                "servers from recipes is not implemented yet (issue #4)")
+def deployment(profile: Profile, allocation: Allocation, request: pytest.FixtureRequest):
+    """The running servers of one profile, started once and shared by all its concurrency points."""
+    config = request.config
+    missing = _missing_tools(profile, config)
+    if missing:
+        pytest.skip(f"{profile.id}: {missing}")
+    work = _results_dir(config) / profile.id
+    logs = work / "logs"
+    model_dir = _model_dir(profile, config, logs)
+    local = allocation.backend == "local"
+    where = placement_for(profile, allocation.nodes, allocation.addresses(), str(work), root=str(config.rootpath),
+                          model_dir=str(model_dir) if model_dir else None,
+                          ports=_free_ports(config, len(allocation.nodes)) if local else Ports())
+    server_plan = plan(profile, where)
+    try:
+        dep = deploy.start(profile, server_plan, allocation, logs, tokenizer_dir=model_dir)
+    except (deploy.ServerError, ProcessDied) as err:
+        pytest.fail(f"{profile.id}: servers did not come up: {err}", pytrace=False)
+    deploy.dump(dep, work / "deployment.json")
+    request.config.stash[_MANIFEST].server_started(profile.id, {
+        "kind": server_plan.kind, "api_url": server_plan.api_url, "ready_seconds": round(dep.ready_seconds, 1),
+        "engines": len(server_plan.engines), "versions": dep.versions})
+    yield dep
+
+
+@pytest.fixture
+def measured(point: Point, deployment, request: pytest.FixtureRequest, record_property) -> Measured:
+    """Run AIPerf for this point against the profile's deployment; the result is written before any assertion."""
+    config = request.config
+    aiperf = Path(config.getoption("--aiperf-bin"))
+    aiperf = aiperf if aiperf.is_absolute() else Path(config.rootpath) / aiperf
+    try:
+        out = measure(point, deployment, run_id=config.stash[_RUN_ID], results_dir=_results_dir(config),
+                      aiperf_bin=str(aiperf), tokenizer_dir=deployment.tokenizer_dir)
+    except NotIdle as err:
+        pytest.fail(str(err), pytrace=False)
+    for name, value in summary.properties(out.result).items():
+        record_property(name, value)
+    return out
+
+

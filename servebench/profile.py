@@ -61,10 +61,26 @@ class Gates(_Strict):
         return self.error_rate if self.live_error_rate is None else self.live_error_rate
 
 
+class TraceShape(_Strict):
+    """Shape of the generated agentic sessions (``dataset: generated``); see servebench.load.traces."""
+
+    sessions_per_concurrency: StrictInt = Field(20, gt=0, description="sessions in the file per live session")
+    turns: StrictInt = Field(4, ge=2)
+    system_words: StrictInt = Field(300, ge=0)
+    user_words: StrictInt = Field(40, gt=0)
+    tool_words: StrictInt = Field(60, ge=0)
+    assistant_words: StrictInt = Field(30, ge=0)
+    output_tokens: StrictInt = Field(32, gt=0)
+    think_ms: StrictInt = Field(500, ge=0)
+    subagent_rate: float = Field(0.2, ge=0, le=1)
+
+
 class LoadSection(_Strict):
     """How AIPerf drives each point."""
 
-    dataset: str = "generated"
+    dataset: str = Field("generated", description="'generated' (servebench's agentic sessions) or an AIPerf "
+                                                  "--public-dataset name, e.g. semianalysis_cc_traces_weka_062126")
+    trace: TraceShape = TraceShape()
     duration_s: StrictInt = Field(3600, gt=0)
     warmup_grace_s: StrictInt = Field(1800, ge=0)
     idle_gap_cap_s: StrictInt = Field(300, gt=0)
@@ -102,6 +118,20 @@ class Network(_Strict):
     gloo_socket_ifname: str | None = None
 
 
+class Runtime(_Strict):
+    """How server processes are started on this cluster's nodes."""
+
+    python: str = Field("python3", description="interpreter for dynamo.frontend / dynamo.vllm (relative = repo)")
+    vllm_serve: list[str] = Field(["vllm", "serve"], description="argv prefix of a plain vLLM server")
+    discovery: Literal["etcd", "file"] = Field(
+        "etcd", description="Dynamo discovery: etcd + NATS on the head node, or a shared directory")
+    environment: dict[str, str | None] = Field(
+        default_factory=dict, description="added to every server process; null unsets a variable")
+    model_paths: dict[str, str] = Field(
+        default_factory=dict, description="recipe model.path alias -> directory on the nodes")
+    container_model_dir: str = "/model"
+
+
 class ClusterSpec(_Strict):
     name: str
     description: str = ""
@@ -116,6 +146,7 @@ class ClusterSpec(_Strict):
     dram_utilization: float = Field(gt=0, le=1)
     slurm: SlurmAccess = SlurmAccess()
     network: Network = Network()
+    runtime: Runtime = Runtime()
 
     @property
     def markers(self) -> list[str]:

@@ -39,7 +39,10 @@ def test_unknown_profile_names_the_known_ones(repo):
 def test_matrix_json(repo):
     res = servebench("matrix", "--json", cwd=repo)
     rows = json.loads(res.stdout)
-    assert len(rows) == 18
+    assert len([r for r in rows if r["cluster"] == "gb200-nv"]) == 18
+    assert [r["id"] for r in rows if r["cluster"] == "local-cpu"] == [
+        "tiny-llama-cpu-dynamo-c2", "tiny-llama-cpu-dynamo-c4", "tiny-llama-cpu-dynamo_offload-c2",
+        "tiny-llama-cpu-dynamo_offload-c4", "tiny-llama-cpu-vllm-c1", "tiny-llama-cpu-vllm-c4"]
     off = [r for r in rows if r["profile"] == "kimi-k3-gb200-dep_offload"]
     assert [r["concurrency"] for r in off] == [128, 192, 256, 384]
     assert all(r["markers"] == ["hardware", "gb200", "offload"] and r["gpus"] == 16 for r in off)
@@ -60,4 +63,18 @@ def test_render_shows_the_job_script_and_node_steps(repo):
     out = res.stdout
     assert "#SBATCH --nodes=4" in out and "#SBATCH --gpus-per-node=4" in out and "#SBATCH --time=12:00:00" in out
     assert "#SBATCH --partition=batch" in out and "#SBATCH --cpus-per-task=144" in out
-    assert out.count("--container-image=vllm/vllm-openai:kimi-k3") == 4
+    # etcd, nats, frontend and one worker per node: every process is an srun step in the image, model at /model
+    assert out.count("--container-image=vllm/vllm-openai:kimi-k3") == 7
+    assert out.count("--container-mounts=/mnt/numa1/models/Kimi-K3:/model") == 7
+    assert "4 engine(s), 4 metrics URL(s), 4 registering worker(s)" in out
+    for rank in range(4):
+        assert f"engine {rank} on node {rank}: http://node{rank}:{18081 + rank}/metrics" in out
+        assert f"--data-parallel-start-rank {rank} " in out
+    assert "--headless" not in out
+
+
+def test_render_tp16_has_three_headless_followers(repo):
+    out = servebench("render", "tp", cwd=repo).stdout
+    assert "1 engine(s), 1 metrics URL(s), 1 registering worker(s)" in out
+    assert out.count("(headless) on node") == 3 and out.count("--headless") == 3
+    assert "--master-addr node0 --master-port 29500 --nnodes 4 --node-rank 3" in out

@@ -44,8 +44,8 @@ def test_cases_of_a_profile_are_contiguous(suite):
 
 
 def test_not_hardware_runs_offline_tests_only(suite):
-    res = suite.runpytest_subprocess("-m", "not hardware", "-q")
-    res.assert_outcomes(passed=1, deselected=18)
+    res = suite.runpytest_subprocess("-m", "not hardware and not local", "-q")
+    res.assert_outcomes(passed=1, deselected=24)
 
 
 def test_hardware_case_without_cluster_skips_with_reason(suite):

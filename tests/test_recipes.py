@@ -22,9 +22,20 @@ def catalog(request):
     return Catalog.load(Path(__file__).resolve().parent.parent / "recipes")
 
 
+def gb200(catalog):
+    return [p for p in catalog.profiles if p.cluster.name == "gb200-nv"]
+
+
 def test_four_profiles_eighteen_points(catalog):
-    assert sorted(p.name for p in catalog.profiles) == sorted(SEED)
-    assert sum(len(p.spec.concurrency) for p in catalog.profiles) == 18
+    assert sorted(p.name for p in gb200(catalog)) == sorted(SEED)
+    assert sum(len(p.spec.concurrency) for p in gb200(catalog)) == 18
+
+
+def test_local_profiles_mirror_the_gb200_stack(catalog):
+    local = {p.name: p for p in catalog.profiles if p.cluster.name == "local-cpu"}
+    assert sorted(local) == ["dynamo", "dynamo_offload", "vllm"]
+    assert local["dynamo"].recipe.frontend.type == "dynamo" and local["vllm"].recipe.frontend.type == "vllm"
+    assert local["dynamo_offload"].offload and not local["dynamo"].offload
 
 
 @pytest.mark.parametrize("name", sorted(SEED))
@@ -71,9 +82,9 @@ def test_cluster_description(catalog):
 
 
 def test_case_ids_and_fingerprints(catalog):
-    ids = [p.case_id(c) for p in catalog.profiles for c in p.spec.concurrency]
+    ids = [p.case_id(c) for p in gb200(catalog) for c in p.spec.concurrency]
     assert "kimi-k3-gb200-dep_offload-c128" in ids and len(set(ids)) == 18
-    fps = {p.fingerprint for p in catalog.profiles}
+    fps = {p.fingerprint for p in gb200(catalog)}
     assert len(fps) == 4 and all(len(fp) == 64 for fp in fps)
 
 

@@ -85,14 +85,17 @@ class Allocation(ABC):
         self.started_at = time.time()
         _LIVE.add(self)
 
-    def launch(self, rank: int, name: str, argv: list[str], env: dict[str, str], log: Path) -> NodeProcess:
-        """Start ``argv`` on node ``rank`` with ``env`` added to the environment, output to ``log``."""
+    def launch(self, rank: int, name: str, argv: list[str], env: dict[str, str | None], log: Path) -> NodeProcess:
+        """Start ``argv`` on node ``rank`` with ``env`` added to the environment (None unsets), output to ``log``."""
         if self.released:
             raise ClusterError(f"allocation {self.job_id or self.request.name} was released")
         node = self.nodes[rank]
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
-            popen = subprocess.Popen(self._command(node, list(argv), env), env={**os.environ, **env},
+            full = {**os.environ, **{k: v for k, v in env.items() if v is not None}}
+            for key in [k for k, v in env.items() if v is None]:
+                full.pop(key, None)     # the recipe or cluster asked for it to be unset
+            popen = subprocess.Popen(self._command(node, list(argv), env), env=full,
                                      stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
         proc = NodeProcess(rank, node, name, list(argv), log, popen)
@@ -116,6 +119,10 @@ class Allocation(ABC):
             self._give_back()
         finally:
             _LIVE.discard(self)
+
+    def addresses(self) -> list[str]:
+        """How the other nodes (and the load generator) reach each node, in rank order."""
+        return list(self.nodes)
 
     def describe(self) -> dict:
         return {"backend": self.backend, "name": self.request.name, "job_id": self.job_id, "nodes": self.nodes,

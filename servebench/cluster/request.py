@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..recipe import Profile
+from ..server.plan import model_argument
 from .base import AllocationRequest
 
 
@@ -20,5 +21,6 @@ def request_for(profile: Profile, run_id: str, results_dir: Path | str) -> Alloc
         directives=dict(r.sbatch_directives),
         srun_options=dict(r.srun_options),
         container_image=r.model.container if cl.slurm.pyxis else None,
+        container_mounts={**model_argument(profile)[1], **r.container_mounts} if cl.slurm.pyxis else {},
         workdir=Path(results_dir) / profile.id,
     )

@@ -62,6 +62,15 @@ class SlurmAllocation(Allocation):
     def _command(self, node: str, argv: list[str], env: dict[str, str]) -> list[str]:
         return [*srun_prefix(self.job_id, node, self.request), "--", *argv]
 
+    def addresses(self) -> list[str]:
+        """Each node's NodeAddr as Slurm knows it (the node name when Slurm has none)."""
+        out = []
+        for node in self.nodes:
+            info = _run(["scontrol", "show", "node", "-o", node]).stdout
+            addr = next((f.split("=", 1)[1] for f in info.split() if f.startswith("NodeAddr=")), "")
+            out.append(addr or node)
+        return out
+
     def _give_back(self) -> None:
         _run(["scancel", self.job_id])
         deadline = time.monotonic() + 30

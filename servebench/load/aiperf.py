@@ -1,0 +1,122 @@
+"""Run real AIPerf (its own venv, a subprocess in its own process group) for one point.
+
+AIPerf exits 0 with failed requests and writes no summary when every request fails, so nothing here judges a
+run by its exit code: the caller reads the files (see :mod:`servebench.results`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..matrix import Point
+from ..recipe import Profile
+from ..server.plan import ServerPlan
+
+DEFAULT_BIN = ".venvs/aiperf/bin/aiperf"
+SESSION_HEADER = "X-Session-ID"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+                   "config.json", "generation_config.json")
+
+
+@dataclass(frozen=True)
+class Invocation:
+    argv: list[str]
+    env: dict[str, str]
+    artifact_dir: Path
+    log: Path
+
+
+def offline_tokenizer(model_dir: Path, cache: Path, name: str) -> str:
+    """Copy a local tokenizer into an HF-cache layout and return its repo id (``local/<name>``).
+
+    AIPerf 0.13.0 rejects a directory path whenever it loads tokenizers offline (HF_HUB_OFFLINE, and always in
+    its parallel decode pool); a cached repo id works."""
+    files = [model_dir / f for f in TOKENIZER_FILES if (model_dir / f).is_file()]
+    digest = hashlib.sha1(b"".join(f.read_bytes() for f in files)).hexdigest()
+    repo = cache / "hub" / f"models--local--{name}"
+    snap = repo / "snapshots" / digest
+    if not (snap / "tokenizer.json").is_file():
+        snap.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            shutil.copy2(f, snap / f.name)
+        (repo / "refs").mkdir(exist_ok=True)
+        (repo / "refs" / "main").write_text(digest)
+    return f"local/{name}"
+
+
+def command(profile: Profile, point: Point, plan: ServerPlan, *, aiperf_bin: str, artifact_dir: Path,
+            tokenizer: str, trace: Path | None, sessions: int | None) -> list[str]:
+    """The `aiperf profile` argv of one point: concurrency = live sessions, warmup excluded, bounded by the
+    recipe's duration and grace period, the live error gate as AIPerf's early abort."""
+    load, gates = profile.spec.load, profile.spec.gates
+    conc = point.concurrency
+    argv = [aiperf_bin, "profile", "--model", plan.model_name, "--url", plan.api_url,
+            "--endpoint-type", "chat", "--streaming", "--ui", "none", "--no-gpu-telemetry",
+            "--tokenizer", tokenizer, "--random-seed", str(load.seed),
+            "--concurrency", str(conc), "--benchmark-duration", str(load.duration_s),
+            "--benchmark-grace-period", str(load.warmup_grace_s),
+            "--use-server-token-count", "--extra-inputs", "ignore_eos:true",
+            "--connection-reuse-strategy", "sticky-user-sessions", "--session-header", SESSION_HEADER,
+            "--failed-request-threshold", str(gates.live),
+            "--artifact-dir", str(artifact_dir)]
+    for url in plan.metrics_urls:
+        argv += ["--server-metrics", url]
+    if trace is not None:
+        argv += ["--input-file", str(trace), "--custom-dataset-type", "mooncake_trace",
+                 "--num-sessions", str(sessions), "--warmup-request-count", str(conc)]
+    else:
+        # A named agentic corpus: AIPerf's agentic replay (randomised trajectory starts, synthesized warmup).
+        argv += ["--public-dataset", load.dataset, "--trace-idle-gap-cap-seconds", str(load.idle_gap_cap_s),
+                 "--system-idle-gap-cap-seconds", str(load.idle_gap_cap_s),
+                 "--agentic-warmup-grace-period", str(load.warmup_grace_s)]
+        if load.burst_phase_starts:
+            argv.append("--burst-phase-starts")
+    return argv
+
+
+def environment(case_dir: Path, hf_cache: Path, tmp: Path) -> dict[str, str]:
+    """Dataset mmap and caches under the case dir; tokenizers only from the local cache.
+
+    TMPDIR is ``tmp``, a short directory of its own: AIPerf puts its ZMQ IPC sockets there, and a socket path
+    longer than 107 bytes (a deep results dir) makes every service fail while AIPerf still exits 0."""
+    work = case_dir / "aiperf-work"
+    work.mkdir(parents=True, exist_ok=True)
+    return {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hf_cache / "hub"), "HF_HOME": str(hf_cache),
+            "TMPDIR": str(tmp), "AIPERF_DATASET_MMAP_BASE_PATH": str(work),
+            "AIPERF_DATASET_MMAP_CACHE_DIR": str(work / "mmap-cache"), "XDG_CACHE_HOME": str(work / "cache"),
+            "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def run(inv: Invocation, timeout: float) -> int:
+    """Run AIPerf to completion (or kill its process group after ``timeout`` s). Returns its exit code."""
+    inv.log.parent.mkdir(parents=True, exist_ok=True)
+    (inv.artifact_dir.parent / "aiperf-command.txt").write_text(" ".join(inv.argv) + "\n")
+    with open(inv.log, "ab") as out:
+        proc = subprocess.Popen(inv.argv, env={**os.environ, **inv.env}, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout)
+        except BaseException:
+            _kill_group(proc)
+            raise
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                return
+            time.sleep(0.2)

@@ -1,0 +1,88 @@
+"""Deterministic agentic-coding sessions in AIPerf's ``mooncake_trace`` form (recorded messages per turn).
+
+A session is what a coding agent sends: a long system prompt (tools, repository context), then turns whose
+message array grows by the previous (recorded) assistant reply, a tool result and a new instruction, so every
+turn shares a growing prefix with the one before. Between turns the agent "thinks" (``delay`` ms after the
+previous response). Some sessions spawn a subagent: a shorter session that reuses the parent's system prompt.
+
+Every prompt starts with a *keyspace marker* (the point's case id and run id), so a point never rides on the
+prefix cache another point filled on the same server.
+
+Output lines: ``{"session_id", "messages", "delay", "output_length"}`` (first turn without ``delay``).
+Same parameters + seed = byte-identical file.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+_SYLLABLES = ("ka", "to", "ri", "mon", "sel", "var", "dex", "pul", "fin", "gor", "la", "te", "zen", "qua", "bri",
+              "nod", "cal", "vex", "tur", "mi", "sor", "pen", "lux", "har", "do", "ne", "wil", "gra", "spo", "tik")
+_CODE = ("def", "return", "self", "import", "class", "if", "else", "for", "in", "None", "True", "path", "config",
+         "value", "result", "test", "error", "args", "data", "file", "line", "index", "items", "key", "name")
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    sessions: int
+    turns: int = 4                 # mean turns of a top-level session (uniform in [turns-1, turns+1], >= 2)
+    system_words: int = 300        # shared prefix of every turn of a session
+    user_words: int = 40           # new instruction per turn
+    tool_words: int = 60           # tool output appended per turn
+    assistant_words: int = 30      # recorded assistant reply kept in the history
+    output_tokens: int = 32        # tokens the server must generate per turn (ignore_eos on the request)
+    think_ms: int = 500            # mean delay after a response before the next turn
+    subagent_rate: float = 0.2     # share of sessions that spawn one subagent session
+    seed: int = 42
+    marker: str = "servebench"     # keyspace marker, e.g. "<case id> <run id>"
+
+
+def _words(rng: random.Random, n: int) -> str:
+    out = []
+    for _ in range(n):
+        if rng.random() < 0.4:
+            out.append(rng.choice(_CODE))
+        else:
+            out.append("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3))))
+    return " ".join(out)
+
+
+def _session(rng: random.Random, spec: TraceSpec, sid: str, system: str, turns: int) -> list[dict]:
+    messages: list[dict] = [{"role": "system", "content": system}]
+    lines = []
+    for turn in range(turns):
+        if turn:
+            messages.append({"role": "assistant", "content": _words(rng, spec.assistant_words)})
+            messages.append({"role": "user", "content": "tool result:\n" + _words(rng, spec.tool_words)})
+        messages.append({"role": "user", "content": _words(rng, spec.user_words)})
+        line = {"session_id": sid, "messages": [dict(m) for m in messages], "output_length": spec.output_tokens}
+        if turn:
+            line["delay"] = max(0, int(rng.expovariate(1 / spec.think_ms))) if spec.think_ms else 0
+        lines.append(line)
+    return lines
+
+
+def generate(spec: TraceSpec) -> list[dict]:
+    rng = random.Random(f"{spec.seed}")
+    lines: list[dict] = []
+    for i in range(spec.sessions):
+        sid = f"s{i:04d}"
+        system = f"[{spec.marker} {sid}] You are a coding agent. Repository context:\n" + _words(rng, spec.system_words)
+        turns = max(2, rng.randint(spec.turns - 1, spec.turns + 1))
+        lines += _session(rng, spec, sid, system, turns)
+        if rng.random() < spec.subagent_rate:
+            lines += _session(rng, spec, f"{sid}-sub1", system + "\nSubagent task: " + _words(rng, 12),
+                              max(2, turns // 2))
+    return lines
+
+
+def write(spec: TraceSpec, path: Path) -> dict:
+    """Write the JSONL trace; returns a summary (sessions incl. subagents, turns, bytes)."""
+    lines = generate(spec)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+    sessions = {line["session_id"] for line in lines}
+    return {"sessions": len(sessions), "turns": len(lines), "bytes": path.stat().st_size}

@@ -1,0 +1,83 @@
+"""One point against a running deployment: wait for idle engines, replay the trace with AIPerf, build, validate
+and write the result. Nothing measured is lost: the result is written (atomically) even when the run failed."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .load import aiperf, traces
+from .matrix import Point
+from .results import build, write_atomic
+from .server import metrics
+from .server.deploy import Deployment
+
+
+class NotIdle(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Measured:
+    result: dict
+    path: Path           # the result JSON in the case directory
+    copy: Path           # the same file in <results>/points/, where reports read from
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def measure(point: Point, dep: Deployment, *, run_id: str, results_dir: Path, aiperf_bin: str,
+            tokenizer_dir: Path) -> Measured:
+    prof, load = point.profile, point.profile.spec.load
+    case = results_dir / prof.id / point.id
+    case.mkdir(parents=True, exist_ok=True)
+    started = _now()
+
+    idle, waited = dep.wait_idle(timeout=load.idle_wait_s)
+    if not idle:
+        raise NotIdle(f"{point.id}: engines still busy after {waited:.0f} s (profile.load.idle_wait_s); "
+                      "the previous point's requests would leak into this one")
+
+    hf = results_dir / ".hf-cache"
+    tokenizer = aiperf.offline_tokenizer(tokenizer_dir, hf, prof.spec.model)
+    trace_file, sessions = None, None
+    if load.dataset == "generated":
+        shape = load.trace
+        spec = traces.TraceSpec(sessions=point.concurrency * shape.sessions_per_concurrency, turns=shape.turns,
+                                system_words=shape.system_words, user_words=shape.user_words,
+                                tool_words=shape.tool_words, assistant_words=shape.assistant_words,
+                                output_tokens=shape.output_tokens, think_ms=shape.think_ms,
+                                subagent_rate=shape.subagent_rate, seed=load.seed,
+                                marker=f"{point.id} {run_id}")
+        trace_file = case / "trace.jsonl"
+        sessions = traces.write(spec, trace_file)["sessions"]
+
+    artifact = case / "aiperf"
+    argv = aiperf.command(prof, point, dep.plan, aiperf_bin=aiperf_bin, artifact_dir=artifact,
+                          tokenizer=tokenizer, trace=trace_file, sessions=sessions)
+    tmp = Path(tempfile.mkdtemp(prefix="sb-aiperf-"))
+    inv = aiperf.Invocation(argv, aiperf.environment(case, hf, tmp), artifact, case / "aiperf.log")
+    before = metrics.total(list(dep.scrape().values()))
+    rc = None
+    try:
+        rc = aiperf.run(inv, timeout=load.duration_s + load.warmup_grace_s + 900)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        after = None
+        try:
+            after = metrics.total(list(dep.scrape().values()))
+        except Exception:  # noqa: BLE001 - a dead server must not hide the result
+            pass
+        result = build(point, run_id=run_id, artifact_dir=artifact, aiperf_exit_code=rc, versions=dep.versions,
+                       before=before, after=after, idle_wait_s=round(waited, 2), started_at=started,
+                       finished_at=_now(), logs=[str(p.log) for p in dep.processes.values()])
+        path = case / "result.json"
+        write_atomic(path, result)
+        copy = results_dir / "points" / f"{point.id}.json"
+        write_atomic(copy, result)
+    return Measured(result, path, copy)

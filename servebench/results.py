@@ -1,0 +1,177 @@
+"""One result JSON per point, built from AIPerf's files (the raw truth) and the server's counters.
+
+AIPerf's summary (``profile_export_aiperf.json``) covers the profiling phase only; its per-request records
+(``profile_export.jsonl``) cover warmup too and carry each failure. Server counters are scraped by the suite right
+before and after the AIPerf run, so the window holds warmup + profiling and nothing else. The file is validated
+against ``schemas/result.schema.json`` and written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections import Counter
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from .matrix import Point
+from .server.metrics import Snapshot
+
+SCHEMA_VERSION = 1
+SUMMARY = "profile_export_aiperf.json"
+RECORDS = "profile_export.jsonl"
+
+
+def schema() -> dict:
+    return json.loads(resources.files("servebench").joinpath("schemas/result.schema.json").read_text())
+
+
+def validate(result: Any) -> list[str]:
+    """Every schema violation, as 'path: message'; empty when the result is valid."""
+    validator = jsonschema.Draft202012Validator(schema())
+    return [f"{'/'.join(str(p) for p in err.absolute_path) or '<root>'}: {err.message}"
+            for err in sorted(validator.iter_errors(result), key=lambda e: list(e.absolute_path))]
+
+
+def write_atomic(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _stat(summary: dict, name: str, stat: str = "avg") -> float | None:
+    value = summary.get(name)
+    if isinstance(value, dict) and isinstance(value.get(stat), (int, float)) and math.isfinite(value[stat]):
+        return float(value[stat])
+    return None
+
+
+def _dist(summary: dict, name: str) -> dict[str, float | None]:
+    return {s: _stat(summary, name, s) for s in ("avg", "p50", "p90", "p99")}
+
+
+def error_cause(error: dict) -> str:
+    code = error.get("code")
+    text = f"{error.get('type', '')} {error.get('message', '')}".lower()
+    if code == 400 and "maximum context length" in text:
+        return "context_overflow"
+    if isinstance(code, int) and code >= 500:
+        return "server_error"
+    if isinstance(code, int) and code >= 400:
+        return "client_error"
+    if code is None and error.get("type") in ("RequestCancellationError", "CancelledError"):
+        return "cancelled"
+    return "transport" if code is None else "other"
+
+
+def read_records(artifact_dir: Path) -> list[dict]:
+    path = artifact_dir / RECORDS
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        line = line.strip()
+        if line:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue    # a torn last line of a killed run
+    return out
+
+
+def build(point: Point, *, run_id: str, artifact_dir: Path, aiperf_exit_code: int | None,
+          versions: dict[str, str], before: Snapshot | None, after: Snapshot | None,
+          idle_wait_s: float | None, started_at: str, finished_at: str, logs: list[str]) -> dict:
+    p = point.profile
+    lay = p.spec.layout
+    summary_path = artifact_dir / SUMMARY
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    records = read_records(artifact_dir)
+    prof_recs = [r for r in records if r.get("metadata", {}).get("benchmark_phase") == "profiling"]
+    warm_recs = [r for r in records if r.get("metadata", {}).get("benchmark_phase") == "warmup"]
+    causes = Counter(error_cause(r["error"]) for r in prof_recs if isinstance(r.get("error"), dict))
+
+    successful = _stat(summary, "request_count")
+    errors = _stat(summary, "error_request_count")
+    completed = _stat(summary, "completed_request_count")
+    if summary:
+        errors = errors or 0.0           # AIPerf omits the key when there were no errors
+    else:                                # no summary (e.g. every request failed): count the records
+        errors = float(sum(causes.values()))
+        successful = float(len(prof_recs) - errors)
+        completed = float(len(prof_recs))
+    if completed is None and successful is not None:
+        completed = successful + errors
+    error_rate = (errors / completed) if completed else None
+
+    gpus = lay.gpus
+    out_tps = _stat(summary, "output_token_throughput")
+    total_tps = _stat(summary, "total_token_throughput")
+    itl = _dist(summary, "inter_token_latency")
+    eff = _stat(summary, "effective_concurrency")
+    ratio = (eff / point.concurrency) if eff is not None else None
+
+    server = None
+    token_ratio = None
+    if before is not None and after is not None:
+        d = after - before
+        server = {"source": "suite scrape before/after the AIPerf run (warmup + profiling)",
+                  **{k: v for k, v in d.as_dict().items()
+                                           if k not in ("running", "waiting", "kv_cache_usage", "engines")},
+                  "prefix_cache_hit_rate": (d.prefix_cache_hits / d.prefix_cache_queries)
+                  if d.prefix_cache_queries else None,
+                  "external_prefix_cache_hit_rate": (d.external_prefix_cache_hits / d.external_prefix_cache_queries)
+                  if d.external_prefix_cache_queries else None}
+        counted = sum(r.get("metrics", {}).get("output_sequence_length", {}).get("value", 0)
+                      for r in records if "error" not in r)
+        token_ratio = (counted / d.generation_tokens) if d.generation_tokens else None
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "identity": {
+            "case_id": point.id, "run_id": run_id, "profile": p.id, "model": p.spec.model,
+            "model_repo": p.recipe.identity.model.repo, "cluster": p.cluster.name, "gpu_type": p.cluster.gpu_type,
+            "image": p.recipe.model.container, "concurrency": point.concurrency,
+            "layout": {"tp": lay.tp, "dp": lay.dp, "pp": lay.pp, "ep": lay.ep}, "gpus": gpus,
+            "offload": {"enabled": p.offload, "backend": p.spec.labels.kv_offload_backend},
+            "spec_decoding": p.spec.labels.spec_decoding, "recipe_fingerprint": p.fingerprint,
+            "versions": {**versions, "aiperf": summary.get("aiperf_version")},
+            "pinned_versions": dict(p.recipe.identity.frameworks),
+            "dataset": p.spec.load.dataset, "started_at": started_at, "finished_at": finished_at,
+        },
+        "run": {"aiperf_exit_code": aiperf_exit_code, "summary_present": bool(summary),
+                "was_cancelled": summary.get("was_cancelled"), "is_complete": summary.get("is_complete"),
+                "idle_wait_s": idle_wait_s, "artifact_dir": str(artifact_dir), "server_logs": logs},
+        "requests": {"completed": completed, "successful": successful, "errors": errors, "error_rate": error_rate,
+                     "errors_by_cause": dict(sorted(causes.items())), "warmup_dropped": len(warm_recs)},
+        "throughput": {
+            "duration_s": _stat(summary, "benchmark_duration"),
+            "requests_per_s": _stat(summary, "request_throughput"),
+            "input_tps": _stat(summary, "input_token_throughput"), "output_tps": out_tps, "total_tps": total_tps,
+            "gpus": gpus,
+            "output_tps_per_gpu": out_tps / gpus if out_tps is not None else None,
+            "total_tps_per_gpu": total_tps / gpus if total_tps is not None else None,
+        },
+        "interactivity": {
+            "output_tps_per_user": _dist(summary, "output_token_throughput_per_user"),
+            "intvty_p50": 1000.0 / itl["p50"] if itl["p50"] else None,
+            "intvty_p90": 1000.0 / itl["p90"] if itl["p90"] else None,
+        },
+        "latency_ms": {"ttft": _dist(summary, "time_to_first_token"), "itl": itl,
+                       "e2e": _dist(summary, "request_latency")},
+        "concurrency": {"target": point.concurrency, "effective_avg": eff, "ratio": ratio},
+        "server": server,
+        "output_token_ratio": token_ratio,
+    }

@@ -1,0 +1,198 @@
+"""Start a :class:`~servebench.server.plan.ServerPlan` on an allocation and wait until it really serves.
+
+Readiness is the expected number of engines answering, never a bare "healthy":
+
+* **Dynamo**: every registering worker's system server says ``"status": "ready"``, and the frontend's
+  ``/health`` lists that many ``generate`` instances (it answers "healthy" with zero workers) and ``/v1/models``
+  lists the model;
+* **vLLM**: ``/health`` answers 200 and ``/v1/models`` lists the served model name.
+
+The wait is bounded by the recipe's ``health_check`` (attempts x interval); a process that exits meanwhile
+fails at once with its log tail. Then the versions the running server reports are compared with the recipe's
+``identity.frameworks``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from ..cluster import Allocation
+from ..cluster.base import NodeProcess
+from ..recipe import Profile
+from . import metrics
+from .plan import ServerPlan
+
+_VLLM_VERSION = re.compile(r"Initializing a V1 LLM engine \(v([0-9][^)\s]*)\)")
+
+
+class ServerError(RuntimeError):
+    """The deployment did not come up, or does not match the recipe; the message says why and where."""
+
+
+@dataclass
+class Deployment:
+    profile: Profile
+    plan: ServerPlan
+    allocation: Allocation
+    log_dir: Path
+    processes: dict[str, NodeProcess] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    ready_seconds: float = 0.0
+    tokenizer_dir: Path | None = None    # the model's tokenizer as the load generator's host sees it
+
+    def check(self) -> None:
+        """Raise ProcessDied (with the node's log tail) if any server process has exited."""
+        self.allocation.check()
+
+    def scrape(self, client: httpx.Client | None = None) -> dict[str, metrics.Snapshot]:
+        """One metrics snapshot per metrics URL (one per engine-owning process)."""
+        own = client is None
+        client = client or httpx.Client(timeout=10)
+        try:
+            return {url: metrics.parse(client.get(url).text, self.plan.model_name) for url in self.plan.metrics_urls}
+        finally:
+            if own:
+                client.close()
+
+    def wait_idle(self, timeout: float, polls: int = 3, interval: float = 1.0) -> tuple[bool, float]:
+        """Wait until every engine has no running or waiting request for ``polls`` consecutive scrapes.
+
+        Returns (idle, seconds waited); exits as soon as the engines are idle."""
+        start = time.monotonic()
+        streak = 0
+        with httpx.Client(timeout=10) as client:
+            while True:
+                self.check()
+                snap = metrics.total(list(self.scrape(client).values()))
+                streak = streak + 1 if snap.idle else 0
+                waited = time.monotonic() - start
+                if streak >= polls:
+                    return True, waited
+                if waited > timeout:
+                    return False, waited
+                time.sleep(interval)
+
+
+def start(profile: Profile, plan: ServerPlan, allocation: Allocation, log_dir: Path,
+          tokenizer_dir: Path | None = None) -> Deployment:
+    """Launch every process of ``plan`` (infra, frontend, then workers) and wait until it serves."""
+    dep = Deployment(profile, plan, allocation, log_dir, tokenizer_dir=tokenizer_dir)
+    for spec in plan.processes:
+        dep.processes[spec.name] = allocation.launch(spec.rank, spec.name, list(spec.argv), dict(spec.env),
+                                                     log_dir / f"{spec.name}.log")
+    t0 = time.monotonic()
+    wait_ready(dep, profile.recipe.health_check.timeout_seconds, profile.recipe.health_check.interval_seconds)
+    dep.ready_seconds = time.monotonic() - t0
+    dep.versions = reported_versions(dep)
+    check_identity(profile, dep.versions)
+    return dep
+
+
+def _json(client: httpx.Client, url: str) -> tuple[int, object]:
+    try:
+        resp = client.get(url)
+    except httpx.HTTPError as err:
+        return 0, f"{type(err).__name__}: {err}"
+    try:
+        return resp.status_code, resp.json()
+    except ValueError:
+        return resp.status_code, resp.text[:200]
+
+
+def _models(body: object) -> list[str]:
+    if isinstance(body, dict) and isinstance(body.get("data"), list):
+        return [m.get("id") for m in body["data"] if isinstance(m, dict)]
+    return []
+
+
+def readiness(dep: Deployment, client: httpx.Client) -> str | None:
+    """None when the deployment serves; otherwise what it is still waiting for."""
+    plan = dep.plan
+    if plan.kind == "dynamo":
+        for url in plan.health_urls:
+            code, body = _json(client, url)
+            if not (code == 200 and isinstance(body, dict) and body.get("status") == "ready"):
+                return f"worker {url} not ready ({code} {str(body)[:120]})"
+        code, body = _json(client, f"{plan.api_url}/health")
+        instances = body.get("instances", []) if isinstance(body, dict) else []
+        generate = sum(1 for i in instances if isinstance(i, dict) and i.get("endpoint") == "generate")
+        if generate < plan.expected_instances:
+            return f"frontend lists {generate} of {plan.expected_instances} generate instance(s)"
+    else:
+        for url in plan.health_urls:
+            code, body = _json(client, url)
+            if code != 200:
+                return f"{url} answered {code} {str(body)[:120]}"
+    code, body = _json(client, f"{plan.api_url}/v1/models")
+    if plan.model_name not in _models(body):
+        return f"/v1/models does not list {plan.model_name!r} yet ({code} {str(body)[:120]})"
+    return None
+
+
+def wait_ready(dep: Deployment, timeout: float, interval: float) -> None:
+    deadline = time.monotonic() + timeout
+    waiting = "nothing polled yet"
+    with httpx.Client(timeout=5) as client:
+        while time.monotonic() < deadline:
+            dep.check()
+            waiting = readiness(dep, client)
+            if waiting is None:
+                return
+            time.sleep(min(interval, 2.0))
+    dep.check()
+    tails = "\n".join(f"--- {p.name} on node {p.node}: {p.log}\n{p.tail(15)}" for p in dep.processes.values())
+    raise ServerError(f"{dep.profile.id}: not ready after {timeout:.0f} s (health_check: "
+                      f"{dep.profile.recipe.health_check.max_attempts} x "
+                      f"{dep.profile.recipe.health_check.interval_seconds} s); still waiting for: {waiting}\n{tails}")
+
+
+def reported_versions(dep: Deployment) -> dict[str, str]:
+    """Versions as the running processes report them: vLLM's ``/version`` (plain vLLM) or its engine start-up
+    line ("Initializing a V1 LLM engine (vX)"); the Dynamo frontend's OpenAPI document (``info.version``)."""
+    out: dict[str, str] = {}
+    with httpx.Client(timeout=5) as client:
+        if dep.plan.kind == "vllm":
+            code, body = _json(client, f"{dep.plan.api_url}/version")
+            if code == 200 and isinstance(body, dict) and body.get("version"):
+                out["vllm"] = str(body["version"])
+        else:
+            code, body = _json(client, f"{dep.plan.api_url}/openapi.json")
+            info = body.get("info") if isinstance(body, dict) else None
+            if code == 200 and isinstance(info, dict) and info.get("version"):
+                out["dynamo"] = str(info["version"])
+    for proc in dep.processes.values():
+        if "vllm" in out:
+            break
+        try:
+            text = proc.log.read_text(errors="replace")
+        except OSError:
+            continue
+        if m := _VLLM_VERSION.search(text):
+            out["vllm"] = m.group(1)
+    return out
+
+
+def _same_release(reported: str, pinned: str) -> bool:
+    """0.31.0+cpu matches 0.31.0; 1.3.0 does not match 1.3.1."""
+    return reported.split("+")[0] == pinned.split("+")[0]
+
+
+def check_identity(profile: Profile, versions: dict[str, str]) -> None:
+    pinned = profile.recipe.identity.frameworks
+    bad = [f"{name}: server reports {versions[name]}, recipe identity.frameworks.{name} says {want}"
+           for name, want in pinned.items() if name in versions and not _same_release(versions[name], want)]
+    if bad:
+        raise ServerError(f"{profile.id}: running server does not match the recipe: " + "; ".join(bad)
+                          + " (fix: use the pinned image/venv, or update identity.frameworks)")
+
+
+def dump(dep: Deployment, path: Path) -> None:
+    path.write_text(json.dumps({"profile": dep.profile.id, "kind": dep.plan.kind, "api_url": dep.plan.api_url,
+                                "ready_seconds": round(dep.ready_seconds, 1), "versions": dep.versions,
+                                "engines": [e.__dict__ for e in dep.plan.engines]}, indent=1))

@@ -1,0 +1,100 @@
+"""vLLM's Prometheus metrics: parsed with prometheus_client, reduced to the counters a result needs.
+
+A :class:`Snapshot` is one scrape of one endpoint, summed over its engines (series that differ only in the
+``engine`` label); ``after - before`` gives the deltas over a measured window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from prometheus_client.parser import text_string_to_metric_families
+
+# result field -> (metric family as prometheus_client names it, sample name, label filter)
+COUNTERS = {
+    "prompt_tokens": ("vllm:prompt_tokens", "vllm:prompt_tokens_total", {}),
+    "generation_tokens": ("vllm:generation_tokens", "vllm:generation_tokens_total", {}),
+    "prefix_cache_queries": ("vllm:prefix_cache_queries", "vllm:prefix_cache_queries_total", {}),
+    "prefix_cache_hits": ("vllm:prefix_cache_hits", "vllm:prefix_cache_hits_total", {}),
+    "external_prefix_cache_queries": ("vllm:external_prefix_cache_queries",
+                                      "vllm:external_prefix_cache_queries_total", {}),
+    "external_prefix_cache_hits": ("vllm:external_prefix_cache_hits", "vllm:external_prefix_cache_hits_total", {}),
+    "prompt_tokens_external": ("vllm:prompt_tokens_by_source", "vllm:prompt_tokens_by_source_total",
+                               {"source": "external_kv_transfer"}),
+    "preemptions": ("vllm:num_preemptions", "vllm:num_preemptions_total", {}),
+    "requests_succeeded": ("vllm:request_success", "vllm:request_success_total", {}),
+}
+GAUGES = {
+    "running": "vllm:num_requests_running",
+    "waiting": "vllm:num_requests_waiting",
+    "kv_cache_usage": "vllm:kv_cache_usage_perc",
+}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    prompt_tokens: float = 0.0
+    generation_tokens: float = 0.0
+    prefix_cache_queries: float = 0.0
+    prefix_cache_hits: float = 0.0
+    external_prefix_cache_queries: float = 0.0
+    external_prefix_cache_hits: float = 0.0
+    prompt_tokens_external: float = 0.0
+    preemptions: float = 0.0
+    requests_succeeded: float = 0.0
+    running: float = 0.0
+    waiting: float = 0.0
+    kv_cache_usage: float = 0.0          # max over engines, 0..1
+    engines: int = 0                     # distinct engine labels seen
+
+    def __sub__(self, before: "Snapshot") -> "Snapshot":
+        """Counter deltas; gauges keep this (the later) snapshot's values."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in COUNTERS:
+            out[name] = getattr(self, name) - getattr(before, name)
+        return Snapshot(**out)
+
+    def __add__(self, other: "Snapshot") -> "Snapshot":
+        out = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+        out["kv_cache_usage"] = max(self.kv_cache_usage, other.kv_cache_usage)
+        return Snapshot(**out)
+
+    @property
+    def idle(self) -> bool:
+        return self.running == 0 and self.waiting == 0
+
+    def as_dict(self) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def parse(text: str, model_name: str | None = None) -> Snapshot:
+    """One scrape of a vLLM (or Dynamo worker) /metrics page. ``model_name`` filters by the model_name label."""
+    values = {name: 0.0 for name in (*COUNTERS, *GAUGES)}
+    kv_max = 0.0
+    engines: set[str] = set()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = sample.labels
+            if model_name and labels.get("model_name", model_name) != model_name:
+                continue
+            for field_name, (fam, sample_name, want) in COUNTERS.items():
+                if family.name == fam and sample.name == sample_name and \
+                        all(labels.get(k) == v for k, v in want.items()):
+                    values[field_name] += sample.value
+            for field_name, fam in GAUGES.items():
+                if family.name == fam and sample.name == fam:
+                    if field_name == "kv_cache_usage":
+                        kv_max = max(kv_max, sample.value)
+                    else:
+                        values[field_name] += sample.value
+                    if "engine" in labels:
+                        engines.add(labels["engine"])
+    values["kv_cache_usage"] = kv_max
+    return Snapshot(**values, engines=len(engines))
+
+
+def total(snapshots: list[Snapshot]) -> Snapshot:
+    out = Snapshot()
+    for snap in snapshots:
+        out = out + snap
+    return out
