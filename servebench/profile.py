@@ -130,6 +130,8 @@ class Runtime(_Strict):
     model_paths: dict[str, str] = Field(
         default_factory=dict, description="recipe model.path alias -> directory on the nodes")
     container_model_dir: str = "/model"
+    flag_table: str = Field("dynamo-1.6.1_vllm-0.31.0",
+                            description="servebench/data/flags/<name>.json: flags each entrypoint accepts")
 
 
 class ClusterSpec(_Strict):

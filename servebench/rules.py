@@ -12,6 +12,7 @@ from typing import Callable, Iterator
 
 from .errors import Problem
 from .flags import JSON_FLAGS, SUITE_PLACEHOLDERS, Flags, canonical, placeholders
+from . import flag_tables
 from .recipe import Profile
 
 FLAGS = ("backend", "vllm_config", "aggregated")
@@ -269,6 +270,50 @@ def identity(p: Profile) -> Iterator[Problem]:
                   f"{p.recipe.model.container!r}", "make them the same image")
 
 
+# Flags the launcher derives from the layout (servebench.server.plan); a recipe value would be replaced.
+DERIVED_FLAGS = frozenset({"headless", "master-addr", "nnodes", "node-rank", "data-parallel-size-local",
+                           "data-parallel-start-rank", "data-parallel-address", "data-parallel-hybrid-lb",
+                           "data-parallel-rank", "host", "port", "model"})
+# The same option under the other entrypoint, for the fix text.
+_COUNTERPARTS = {"tool-call-parser": "dyn-tool-call-parser", "reasoning-parser": "dyn-reasoning-parser",
+                 "enable-auto-tool-choice": None, "chat-template": "custom-jinja-template"}
+
+
+def entrypoint_flags(p: Profile) -> Iterator[Problem]:
+    """Every flag must be one the receiving entrypoint's real parser accepts (pinned table, scripts/flag-table)."""
+    table = flag_tables.load(p.cluster.runtime.flag_table)
+    worker = "vllm serve" if p.recipe.frontend.type == "vllm" else "dynamo.vllm"
+    accepted = set(table.entrypoints[worker])
+    for key, value in p.recipe.aggregated_flags.items():
+        name = canonical(key)
+        if name in DERIVED_FLAGS:
+            yield _rp(p, [*FLAGS, key], f"--{name} is derived from the layout by servebench (per node)",
+                      "remove it; set tensor/data-parallel sizes and resources instead")
+            continue
+        if f"--{name}" in accepted or (value is False and f"--no-{name}" in accepted):
+            continue
+        other = "dynamo.vllm" if worker == "vllm serve" else "vllm serve"
+        hint = ""
+        if f"--{name}" in set(table.entrypoints.get(other, [])):
+            alt = _COUNTERPARTS.get(name)
+            hint = f"; it is a `{other}` flag" + (f": use {alt}" if alt else ": drop it")
+        near = [f for f in accepted if f.startswith(f"--{name}")]
+        if near and not hint:
+            hint = f"; abbreviations are not allowed, did you mean {', '.join(sorted(near)[:3])}?"
+        yield _rp(p, [*FLAGS, key], f"--{name} is not accepted by {ENTRYPOINT_NAMES[worker]} "
+                  f"(flag table {table.name}){hint}", "remove or rename the flag")
+    frontend = set(table.entrypoints.get("dynamo.frontend", []))
+    if worker == "dynamo.vllm" and frontend:
+        for key in (p.recipe.frontend.args or {}):
+            if f"--{canonical(key)}" not in frontend:
+                yield _rp(p, ["frontend", "args", key], f"--{canonical(key)} is not accepted by the Dynamo "
+                          f"frontend (python -m dynamo.frontend; flag table {table.name})", "remove or rename it")
+
+
+ENTRYPOINT_NAMES = {"dynamo.vllm": "Dynamo's vLLM worker (python -m dynamo.vllm)",
+                    "vllm serve": "vLLM's OpenAI server (vllm serve)"}
+
+
 RULES: dict[str, Rule] = {
     "concurrency": concurrency_list,
     "layout": layout_matches_flags,
@@ -283,6 +328,7 @@ RULES: dict[str, Rule] = {
     "offload-dram": offload_dram_budget,
     "gates": gates,
     "identity": identity,
+    "entrypoint-flags": entrypoint_flags,
 }
 
 

@@ -174,6 +174,8 @@ def plan(profile: Profile, where: Placement) -> ServerPlan:
     engines: list[Engine] = []
     health: list[str] = []
     head = where.head
+    dp_rpc = str(flags.int("data-parallel-rpc-port", where.ports.dp_rpc))
+    master_port = str(flags.int("master-port", where.ports.master))
     dp_mode = dp > 1 or flags.has("data-parallel-size")
 
     for rank in range(nnodes):
@@ -182,14 +184,14 @@ def plan(profile: Profile, where: Placement) -> ServerPlan:
         if dp_mode and replica <= gpus_per_node:
             local = gpus_per_node // replica
             topo = ["--data-parallel-size-local", str(local), "--data-parallel-start-rank", str(rank * local),
-                    "--data-parallel-address", head, "--data-parallel-rpc-port", str(where.ports.dp_rpc),
+                    "--data-parallel-address", head, "--data-parallel-rpc-port", dp_rpc,
                     "--data-parallel-hybrid-lb"]
             owned = range(rank * local, (rank + 1) * local)
         elif nnodes > 1:
-            topo = ["--master-addr", head, "--master-port", str(where.ports.master), "--nnodes", str(nnodes),
+            topo = ["--master-addr", head, "--master-port", master_port, "--nnodes", str(nnodes),
                     "--node-rank", str(rank)]
             if dp_mode:
-                topo += ["--data-parallel-address", head, "--data-parallel-rpc-port", str(where.ports.dp_rpc)]
+                topo += ["--data-parallel-address", head, "--data-parallel-rpc-port", dp_rpc]
             headless = rank > 0
             if headless:
                 topo.append("--headless")

@@ -1,0 +1,218 @@
+"""Server layer, offline: per-node layouts (golden), flag checks, offload config, metrics parsing on real
+H200 recordings. The real servers are exercised in tests/test_live.py and by the local benchmark cases."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from servebench import flag_tables
+from servebench.recipe import Catalog
+from servebench.rules import entrypoint_flags, offload_dram_budget
+from servebench.server import metrics
+from servebench.server.plan import DETECT_INTERFACES, cli_args, dry_placement, placement_for, plan
+from tests.conftest import REPO, edit
+
+H200 = Path(__file__).parent / "data" / "h200"
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return Catalog.load(REPO / "recipes")
+
+
+def one(catalog, name):
+    return next(p for p in catalog.profiles if p.id == name)
+
+
+def workers(sp):
+    return [p for p in sp.processes if p.role in ("worker", "headless")]
+
+
+def test_tp16_one_process_per_node_three_headless_followers(catalog):
+    sp = plan(one(catalog, "kimi-k3-gb200-tp"), dry_placement(one(catalog, "kimi-k3-gb200-tp")))
+    ws = workers(sp)
+    assert [w.rank for w in ws] == [0, 1, 2, 3]
+    assert [w.role for w in ws] == ["worker", "headless", "headless", "headless"]
+    for w in ws:
+        argv = list(w.argv)
+        i = argv.index("--node-rank")
+        assert argv[i + 1] == str(w.rank) and argv[argv.index("--nnodes") + 1] == "4"
+        assert argv[argv.index("--master-addr") + 1] == "node0"
+        assert argv[argv.index("--tensor-parallel-size") + 1] == "16"
+    assert len(sp.engines) == 1 and sp.metrics_urls == ["http://node0:18081/metrics"]
+    assert sp.expected_instances == 1
+    assert [p.name for p in sp.processes[:3]] == ["etcd", "nats", "frontend"]
+
+
+@pytest.mark.parametrize("name", ["kimi-k3-gb200-dep", "kimi-k3-gb200-dep_offload"])
+def test_dep16_four_engines_four_metrics_urls(catalog, name):
+    prof = one(catalog, name)
+    sp = plan(prof, dry_placement(prof))
+    ws = workers(sp)
+    assert len(ws) == 4 and all(w.role == "worker" for w in ws)
+    for w in ws:
+        argv = list(w.argv)
+        assert argv[argv.index("--data-parallel-size-local") + 1] == "1"
+        assert argv[argv.index("--data-parallel-start-rank") + 1] == str(w.rank)
+        assert argv[argv.index("--data-parallel-address") + 1] == "node0"
+        assert argv[argv.index("--data-parallel-rpc-port") + 1] == "13345"
+        assert "--data-parallel-hybrid-lb" in argv and "--headless" not in argv
+        assert argv[argv.index("--data-parallel-size") + 1] == "4" and "--enable-expert-parallel" in argv
+        assert w.env["DYN_SYSTEM_PORT"] == str(18081 + w.rank)
+    assert [e.dp_rank for e in sp.engines] == [0, 1, 2, 3]
+    assert len(sp.metrics_urls) == 4 and sp.expected_instances == 4
+    offload = [json.loads(w.argv[w.argv.index("--kv-transfer-config") + 1]) for w in ws
+               if "--kv-transfer-config" in w.argv]
+    if prof.offload:
+        assert len(offload) == 4
+        assert all(o["kv_connector"] == "SimpleCPUOffloadConnector" and
+                   o["kv_connector_extra_config"]["cpu_bytes_to_use_per_rank"] == 128 * 2**30 for o in offload)
+        assert all(w.env["PYTHONHASHSEED"] == "42" for w in ws)
+    else:
+        assert offload == []
+
+
+def test_frontend_on_head_with_router_args_and_no_backend_env(catalog):
+    sp = plan(one(catalog, "kimi-k3-gb200-dep"), dry_placement(one(catalog, "kimi-k3-gb200-dep")))
+    fe = sp.proc("frontend")
+    assert fe.rank == 0 and list(fe.argv[:3]) == ["python3", "-m", "dynamo.frontend"]
+    assert "--router-mode" in fe.argv and fe.argv[fe.argv.index("--router-mode") + 1] == "kv"
+    assert "--router-kv-events" in fe.argv
+    assert "NCCL_IB_HCA" not in fe.env and fe.env["ETCD_ENDPOINTS"] == "http://node0:2379"
+    kv = [json.loads(w.argv[w.argv.index("--kv-events-config") + 1]) for w in workers(sp)]
+    assert [k["endpoint"] for k in kv] == [f"tcp://*:{20080 + r}" for r in range(4)]   # wildcard binds
+
+
+def test_interfaces_detected_on_the_node_unless_the_cluster_names_them(catalog):
+    prof = one(catalog, "kimi-k3-gb200-dep")
+    detected = workers(plan(prof, dry_placement(prof)))[0]
+    assert tuple(detected.argv[:len(DETECT_INTERFACES)]) == DETECT_INTERFACES
+    assert "NCCL_SOCKET_IFNAME" not in detected.env
+    named = placement_for(prof, ["a", "b", "c", "d"], ["a", "b", "c", "d"], "/w")
+    named = named.__class__(**{**named.__dict__, "interfaces": ("ib0", "eth0")})
+    w = workers(plan(prof, named))[0]
+    assert w.argv[0] == "python3" and w.env["NCCL_SOCKET_IFNAME"] == "ib0" and w.env["GLOO_SOCKET_IFNAME"] == "eth0"
+
+
+def test_local_profiles_render_for_this_machine(catalog):
+    sp = plan(one(catalog, "tiny-llama-cpu-vllm"), dry_placement(one(catalog, "tiny-llama-cpu-vllm")))
+    (w,) = sp.processes
+    assert w.argv[:3] == ("./.venvs/serve/bin/python", "-m", "vllm.entrypoints.openai.api_server")
+    assert w.env["VLLM_CPU_KVCACHE_SPACE"] is None          # unset, never empty
+    assert sp.health_urls == ("http://127.0.0.1:8000/health",)
+    dyn = plan(one(catalog, "tiny-llama-cpu-dynamo"), dry_placement(one(catalog, "tiny-llama-cpu-dynamo")))
+    assert [p.name for p in dyn.processes] == ["frontend", "worker0"]          # file discovery: no etcd/nats
+    assert dyn.proc("worker0").env["DYN_DISCOVERY_BACKEND"] == "file"
+
+
+def test_argv_is_a_list_and_hostile_values_stay_literal(catalog, recipes):
+    edit(recipes / "local/base.yaml", "served-model-name: tiny", "served-model-name: 'x; rm -rf ~ $(id)'")
+    prof = one(Catalog.load(recipes), "tiny-llama-cpu-vllm")
+    w = plan(prof, dry_placement(prof)).processes[0]
+    assert "x; rm -rf ~ $(id)" in w.argv
+
+
+def test_cli_args_spelling():
+    assert cli_args({"enforce-eager": True, "enable_prefix_caching": False, "x": None, "max-num-seqs": 8,
+                     "compilation-config": {"a": [1, 2]}, "cudagraph-capture-sizes": [1, 2]}) == [
+        "--enforce-eager", "--no-enable-prefix-caching", "--max-num-seqs", "8", "--compilation-config",
+        '{"a":[1,2]}', "--cudagraph-capture-sizes", "1", "2"]
+
+
+# ---- flags checked offline against the pinned tables (scripts/flag-table) ----
+
+def test_shipped_recipes_pass_the_flag_tables(catalog):
+    for prof in catalog.profiles:
+        assert list(entrypoint_flags(prof)) == [], prof.id
+
+
+def test_vllm_serve_flag_on_dynamo_worker_is_rejected_at_collection(pytester, repo):
+    import shutil
+    for name in ("conftest.py", "pytest.ini"):
+        shutil.copy(repo / name, pytester.path / name)
+    for name in ("recipes", "benchmarks"):
+        shutil.copytree(repo / name, pytester.path / name)
+    edit(pytester.path / "recipes/kimi-k3/gb200/dep.yaml", "        max-num-seqs: 64\n",
+         "        max-num-seqs: 64\n        tool-call-parser: kimi_k2\n")
+    res = pytester.runpytest_subprocess("benchmarks", "--collect-only", "-q")
+    assert res.ret != 0
+    res.stdout.fnmatch_lines(["*dep.yaml:*: recipe.backend.vllm_config.aggregated.tool-call-parser: --tool-call-parser is "
+                              "not accepted by Dynamo's vLLM worker (python -m dynamo.vllm)*use dyn-tool-call-parser*"])
+    assert "Traceback" not in res.stdout.str()
+
+
+@pytest.mark.parametrize("flag, why", [
+    ("max-num-seq: 8", "abbreviations are not allowed, did you mean --max-num-seqs"),
+    ("enable-auto-tool-choice: true", "it is a `vllm serve` flag: drop it"),
+    ("headless: true", "derived from the layout"),
+    ("no-such-flag: 1", "--no-such-flag is not accepted"),
+])
+def test_bad_worker_flags_name_flag_and_entrypoint(recipes, flag, why):
+    edit(recipes / "kimi-k3/gb200/tep.yaml", "        max-num-seqs: 32\n", f"        max-num-seqs: 32\n        {flag}\n")
+    from servebench.errors import ConfigError
+    with pytest.raises(ConfigError) as err:
+        Catalog.load(recipes)
+    assert why in str(err.value) and "tep.yaml" in str(err.value)
+
+
+def test_flag_table_holds_both_entrypoints():
+    t = flag_tables.load("dynamo-1.6.1_vllm-0.31.0")
+    assert "--tool-call-parser" in t.entrypoints["vllm serve"]
+    assert "--tool-call-parser" not in t.entrypoints["dynamo.vllm"]
+    assert "--dyn-tool-call-parser" in t.entrypoints["dynamo.vllm"] and "--router-mode" in t.entrypoints["dynamo.frontend"]
+    with pytest.raises(KeyError, match="scripts/flag-table"):
+        flag_tables.load("no-such-image")
+
+
+# ---- CPU KV offload: config and DRAM budget (the connector itself only runs on a GPU) ----
+
+def test_local_offload_arm_renders_the_connector(catalog):
+    prof = one(catalog, "tiny-llama-cpu-dynamo_offload")
+    w = plan(prof, dry_placement(prof)).proc("worker0")
+    cfg = json.loads(w.argv[w.argv.index("--kv-transfer-config") + 1])
+    assert cfg == {"kv_connector": "SimpleCPUOffloadConnector", "kv_role": "kv_both",
+                   "kv_connector_extra_config": {"cpu_bytes_to_use": 1073741824, "lazy_offload": False}}
+    assert list(offload_dram_budget(prof)) == []
+
+
+def test_offload_pool_above_the_dram_budget_is_caught(recipes):
+    edit(recipes / "local/dynamo_offload.yaml", '"cpu_bytes_to_use":1073741824', '"cpu_bytes_to_use":21474836480')
+    from servebench.errors import ConfigError
+    with pytest.raises(ConfigError, match="DRAM"):
+        Catalog.load(recipes)
+
+
+# ---- metrics: prometheus_client parsing of real vLLM 0.26.0 /metrics from an H200 ----
+
+def snap(name):
+    return metrics.parse((H200 / name).read_text())
+
+
+def test_offload_counters_from_real_recording():
+    d = snap("ctx16k/offload-c8-after.prom") - snap("ctx16k/offload-c8-before.prom")
+    assert d.generation_tokens > 0 and d.prompt_tokens > 0 and d.prefix_cache_queries >= d.prefix_cache_hits
+    assert d.external_prefix_cache_hits > 0 and d.external_prefix_cache_queries >= d.external_prefix_cache_hits
+    assert d.prompt_tokens_external == d.external_prefix_cache_hits
+    base = snap("ctx16k/base-c8-after.prom") - snap("ctx16k/base-c8-before.prom")
+    assert base.external_prefix_cache_hits == 0 and base.external_prefix_cache_queries == 0
+
+
+def test_probe_counters_match_the_recorded_deltas():
+    after = snap("vllm-metrics-offload-after-probe.prom")
+    probe = json.loads((H200 / "prefix-revisit-offload.json").read_text())["metric_deltas"]
+    key = 'vllm:external_prefix_cache_hits_total{engine="0",model_name="m"}'
+    assert after.external_prefix_cache_hits == probe[key] == 95984
+    assert after.idle and after.engines == 1
+
+
+def test_engines_are_summed_and_counted():
+    text = (H200 / "ctx16k/offload-c8-after.prom").read_text()
+    lines = []
+    for line in text.splitlines():      # a second engine's series, right after the first's (as vLLM writes them)
+        lines.append(line)
+        if line.startswith(("vllm:generation_tokens_total", "vllm:num_requests_running")):
+            lines.append(line.replace('engine="0"', 'engine="1"'))
+    two = "\n".join(lines) + "\n"
+    assert metrics.parse(two).generation_tokens == 2 * metrics.parse(text).generation_tokens
+    assert metrics.parse(two).engines == 2
