@@ -24,7 +24,7 @@ from .load.aiperf import DEFAULT_BIN as DEFAULT_AIPERF
 from .measure import Measured, NotIdle, measure
 from .models import GENERATED, ensure_model
 from .server import deploy
-from .server.plan import Ports, placement_for, plan
+from .server.plan import Ports, free_ports, placement_for, plan
 from .cluster.request import request_for
 from .errors import ConfigError
 from .manifest import Manifest, merge
@@ -230,23 +230,9 @@ def _model_dir(profile: Profile, config: pytest.Config, log_dir: Path) -> Path |
 
 
 def _free_ports(config: pytest.Config, nodes: int) -> Ports:
-    """Local deployments share this host: pick a port block no one listens on (per xdist worker)."""
-    import socket
-
+    """Local deployments share this host: each xdist worker searches its own block of ports."""
     worker = getattr(config, "workerinput", {}).get("workerid", "gw0")
-    base = 1000 * int(worker[2:] or 0) if worker.startswith("gw") else 0
-    for step in range(0, 1000, 50):
-        ports = Ports().shifted(base + step)
-        wanted = [ports.frontend, ports.dp_rpc, ports.master, *(ports.system + r for r in range(nodes)),
-                  *(ports.kv_events + r for r in range(nodes))]
-        try:
-            for port in wanted:
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return ports
-    raise RuntimeError("no free port block for a local deployment")
+    return free_ports(nodes, start=1000 * int(worker[2:] or 0) if worker.startswith("gw") else 0)
 
 
 @pytest.fixture(scope="session")

@@ -216,3 +216,11 @@ def test_engines_are_summed_and_counted():
     two = "\n".join(lines) + "\n"
     assert metrics.parse(two).generation_tokens == 2 * metrics.parse(text).generation_tokens
     assert metrics.parse(two).engines == 2
+
+
+def test_running_versions_must_match_the_recipe_identity(catalog):
+    from servebench.server.deploy import ServerError, check_identity
+    prof = one(catalog, "tiny-llama-cpu-dynamo")
+    check_identity(prof, {"vllm": "0.31.0+cpu", "dynamo": "1.6.1"})          # local build suffix is fine
+    with pytest.raises(ServerError, match=r"dynamo: server reports 1\.6\.0, recipe identity\.frameworks\.dynamo says 1\.6\.1"):
+        check_identity(prof, {"vllm": "0.31.0", "dynamo": "1.6.0"})
