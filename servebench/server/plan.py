@@ -303,19 +303,36 @@ def _infra(where: Placement) -> list[ProcSpec]:
     return [ProcSpec(0, "etcd", "infra", tuple(etcd), {}), ProcSpec(0, "nats", "infra", tuple(nats), {})]
 
 
-def free_ports(nodes: int, start: int = 0) -> Ports:
-    """A Ports block (offset by multiples of 50 from ``start``) where nothing on this host listens."""
-    import socket
+def model_argument(profile: Profile, model_dir: str | None = None) -> tuple[str, dict[str, str]]:
+    """The --model value the processes see, and the container mounts it needs (pyxis: host dir -> /model)."""
+    cl, alias = profile.cluster, profile.recipe.model.path
+    host = model_dir or cl.runtime.model_paths.get(alias) or alias
+    if cl.slurm.pyxis and profile.recipe.model.container:
+        return cl.runtime.container_model_dir, {host: cl.runtime.container_model_dir}
+    return host, {}
 
-    for step in range(start, start + 1000, 50):
-        ports = Ports().shifted(step)
-        wanted = [ports.frontend, ports.dp_rpc, ports.master, *(ports.system + r for r in range(nodes)),
-                  *(ports.kv_events + r for r in range(nodes))]
-        try:
-            for port in wanted:
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return ports
-    raise RuntimeError(f"no free block of ports from offset {start}")
+
+def placement_for(profile: Profile, nodes: list[str], addresses: list[str], workdir: str, *,
+                  root: str = ".", model_dir: str | None = None, ports: Ports = Ports()) -> Placement:
+    """A placement from the cluster description; relative interpreter paths are taken from ``root`` (the repo)."""
+    rt = profile.cluster.runtime
+
+    def local_path(arg: str) -> str:
+        return f"{root.rstrip('/')}/{arg}" if arg.startswith(".") and "/" in arg else arg
+
+    net = profile.cluster.network
+    return Placement(
+        nodes=tuple(nodes), addresses=tuple(addresses), model=model_argument(profile, model_dir)[0],
+        workdir=workdir, python=local_path(rt.python), vllm_serve=tuple(local_path(a) for a in rt.vllm_serve),
+        ports=ports, environment=dict(rt.environment), discovery=rt.discovery,
+        interfaces=(net.nccl_socket_ifname, net.gloo_socket_ifname))
+
+
+def dry_placement(profile: Profile) -> Placement:
+    """Placeholder node names for rendering without an allocation."""
+    n = profile.recipe.resources.total_nodes
+    if profile.cluster.backend == "local":
+        names = [f"local{i}" for i in range(n)]
+        return placement_for(profile, names, ["127.0.0.1"] * n, f"results/{profile.id}")
+    names = [f"node{i}" for i in range(n)]
+    return placement_for(profile, names, names, f"results/{profile.id}")
