@@ -336,3 +336,21 @@ def dry_placement(profile: Profile) -> Placement:
         return placement_for(profile, names, ["127.0.0.1"] * n, f"results/{profile.id}")
     names = [f"node{i}" for i in range(n)]
     return placement_for(profile, names, names, f"results/{profile.id}")
+
+
+def free_ports(nodes: int, start: int = 0) -> Ports:
+    """A Ports block (offset by multiples of 50 from ``start``) where nothing on this host listens."""
+    import socket
+
+    for step in range(start, start + 1000, 50):
+        ports = Ports().shifted(step)
+        wanted = [ports.frontend, ports.dp_rpc, ports.master, *(ports.system + r for r in range(nodes)),
+                  *(ports.kv_events + r for r in range(nodes))]
+        try:
+            for port in wanted:
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return ports
+    raise RuntimeError(f"no free block of ports from offset {start}")
