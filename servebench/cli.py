@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from . import changelog, yamlio
-from .errors import ConfigError
+from .errors import ConfigError, Problem
 from .matrix import points
 from .recipe import Catalog, Profile
 
@@ -97,6 +97,28 @@ def _print_env(env: dict) -> None:
         print(f"unset {key}" if value is None else f"export {key}={shlex.quote(value)}")
 
 
+def cmd_capacity(args) -> int:
+    """Per-GPU memory of each profile (weights, load peak, graphs, KV) and a verdict; exit 1 if any does not fit."""
+    from . import capacity
+
+    cat = Catalog.load(args.recipes, skip_rules={"capacity"})   # report, rather than refuse, what does not fit
+    profiles = [p for t in args.targets for p in _many(cat, t)] if args.targets else cat.profiles
+    missing = [p.id for p in profiles if p.model_spec is None]
+    if missing:
+        print(f"no model description in {args.recipes}/models for: {', '.join(missing)}", file=sys.stderr)
+    ests = [capacity.estimate(p, p.model_spec, args.gpu_memory_utilization) for p in profiles if p.model_spec]
+    print(capacity.as_json(ests) if args.json else capacity.table(ests))
+    return 0 if ests and all(e.fits for e in ests) and not missing else 1
+
+
+def _many(cat: Catalog, key: str) -> list[Profile]:
+    found = cat.find(key)
+    if not found:
+        raise ConfigError(Problem(key, "", "no profile, case or recipe file by that name",
+                                  "see `servebench matrix` for the ids"))
+    return found
+
+
 def cmd_changelog_check(args) -> int:
     path = Path(args.file)
     if not path.is_file():
@@ -131,6 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", help="case id (kimi-k3-gb200-dep-c64) or profile")
     p.add_argument("--results-dir", default="results")
     p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("capacity", help="does each profile fit in HBM and host DRAM? (exit 1 if one does not)")
+    p.add_argument("targets", nargs="*", help="profile ids/names, case ids or recipe files (default: all)")
+    p.add_argument("--gpu-memory-utilization", type=float, help="what-if: override the recipe's value")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_capacity)
 
     p = sub.add_parser("changelog", help="perf-changelog.yaml tools")
     csub = p.add_subparsers(dest="changelog_command", required=True)

@@ -188,6 +188,7 @@ class Profile:
     raw_profile: dict
     raw_recipe: dict
     layers: Layered
+    model_spec: Any = None        # servebench.capacity.ModelSpec from recipes/models/<model>.yaml, if any
 
     @property
     def id(self) -> str:
@@ -219,7 +220,8 @@ class Profile:
                 "recipe": yamlio.plain(self.raw_recipe)}
 
 
-def build_profile(layers: Layered, clusters: dict[str, ClusterSpec]) -> Profile:
+def build_profile(layers: Layered, clusters: dict[str, ClusterSpec], models: dict | None = None,
+                  skip_rules: Iterable[str] = ()) -> Profile:
     """Parse and validate one resolved profile; raises ConfigError with every problem found."""
     from .rules import check_profile  # rules need Profile; import here to keep the module order simple
 
@@ -239,8 +241,9 @@ def build_profile(layers: Layered, clusters: dict[str, ClusterSpec]) -> Profile:
             f"use one of {sorted(clusters)} or add recipes/clusters/{spec.cluster}.yaml"))
     if problems:
         raise ConfigError(problems)
-    profile = Profile(layers.file, spec, recipe, clusters[spec.cluster], layers.profile, layers.recipe, layers)
-    problems = list(check_profile(profile))
+    profile = Profile(layers.file, spec, recipe, clusters[spec.cluster], layers.profile, layers.recipe, layers,
+                      (models or {}).get(spec.model))
+    problems = list(check_profile(profile, skip=skip_rules))
     if problems:
         raise ConfigError(problems)
     return profile
@@ -254,9 +257,13 @@ class Catalog:
     clusters: dict[str, ClusterSpec]
     profiles: list[Profile]
     base_recipes: list[str]
+    models: dict = field(default_factory=dict)
 
     @classmethod
-    def load(cls, root: Path | str) -> "Catalog":
+    def load(cls, root: Path | str, skip_rules: Iterable[str] = ()) -> "Catalog":
+        """Every cluster, model and profile under ``root``; ``skip_rules`` names rules not to apply."""
+        from .capacity import load_models
+
         root = Path(root)
         if not root.is_dir():
             raise ConfigError(Problem(str(root), "", "recipes directory not found",
@@ -273,6 +280,11 @@ class Catalog:
                 problems.append(Problem(str(path), "name", f"{spec.name!r} differs from the file name",
                                         f"name it {path.stem!r} or rename the file"))
             clusters[spec.name] = spec
+        models = {}
+        try:
+            models = load_models(root)
+        except ConfigError as err:
+            problems += err.problems
         profiles: list[Profile] = []
         bases: list[str] = []
         for path in sorted(root.rglob("*.yaml")):
@@ -286,7 +298,7 @@ class Catalog:
                     parse_model(SrtRecipe, doc, Origins([Layer(str(path), doc)], str(path)), "srt-slurm recipe")
                     bases.append(str(path))
                     continue
-                profiles.append(build_profile(resolve_layers(path), clusters))
+                profiles.append(build_profile(resolve_layers(path), clusters, models, skip_rules))
             except ConfigError as err:
                 problems += err.problems
         seen: dict[str, str] = {}
@@ -298,7 +310,7 @@ class Catalog:
         if problems:
             # A broken shared base breaks every profile on it: say it once.
             raise ConfigError(list(dict.fromkeys(problems)))
-        return cls(root, clusters, profiles, bases)
+        return cls(root, clusters, profiles, bases, models)
 
     def find(self, key: str) -> list[Profile]:
         """Profiles matching a profile id, a profile name, a case id, or a file path."""

@@ -310,6 +310,17 @@ def entrypoint_flags(p: Profile) -> Iterator[Problem]:
                           f"frontend (python -m dynamo.frontend; flag table {table.name})", "remove or rename it")
 
 
+def capacity(p: Profile) -> Iterator[Problem]:
+    """The profile must hold its weights while loading, and one full-context request (servebench capacity)."""
+    if p.model_spec is None:
+        return
+    from .capacity import estimate
+    for prob in estimate(p, p.model_spec).problems:
+        yield _rp(p, _flag_path(p, "tensor-parallel-size"), f"does not fit on {p.cluster.name}: {prob}",
+                  f"see `servebench capacity {p.id}`; use more GPUs per replica (TP/EP), a lower max-model-len "
+                  "or a smaller offload pool")
+
+
 ENTRYPOINT_NAMES = {"dynamo.vllm": "Dynamo's vLLM worker (python -m dynamo.vllm)",
                     "vllm serve": "vLLM's OpenAI server (vllm serve)"}
 
@@ -329,9 +340,11 @@ RULES: dict[str, Rule] = {
     "gates": gates,
     "identity": identity,
     "entrypoint-flags": entrypoint_flags,
+    "capacity": capacity,
 }
 
 
-def check_profile(p: Profile) -> Iterator[Problem]:
-    for rule in RULES.values():
-        yield from rule(p)
+def check_profile(p: Profile, skip=()) -> Iterator[Problem]:
+    for name, rule in RULES.items():
+        if name not in skip:
+            yield from rule(p)
