@@ -119,6 +119,35 @@ def _many(cat: Catalog, key: str) -> list[Profile]:
     return found
 
 
+def cmd_report(args) -> int:
+    """Plots, offload A/B, markdown and CSV from <results>/points/*.json."""
+    from . import report
+
+    try:
+        cat = Catalog.load(args.recipes)
+    except ConfigError:
+        cat = None                                  # verdicts need the recipes; the report does not
+    rep = report.write(Path(args.results), Path(args.out) if args.out else None, cat)
+    for name, why in sorted(rep.rejected.items()):
+        print(f"{args.results}/points/{name}: rejected: {why}", file=sys.stderr)
+    print("\n".join(str(f) for f in rep.files))
+    return 0 if rep.points else 1
+
+
+def cmd_baseline(args) -> int:
+    """Write a baseline file (accepted output tok/s per GPU per point) from a results directory."""
+    from . import baseline
+
+    try:
+        data = baseline.make(Path(args.results), args.cluster)
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return 1
+    baseline.write(data, Path(args.out))
+    print(f"{args.out}: {len(data['points'])} point(s) of cluster {data['cluster']}")
+    return 0 if data["points"] else 1
+
+
 def cmd_changelog_check(args) -> int:
     path = Path(args.file)
     if not path.is_file():
@@ -159,6 +188,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-memory-utilization", type=float, help="what-if: override the recipe's value")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_capacity)
+
+    p = sub.add_parser("report", help="Pareto plots, offload A/B, markdown summary and CSV of a results directory")
+    p.add_argument("results", help="results directory (reads <results>/points/*.json)")
+    p.add_argument("--out", help="output directory (default: <results>/report)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("baseline", help="write a baseline (accepted tok/s per GPU per point) from a results dir")
+    p.add_argument("results")
+    p.add_argument("--out", required=True, help="e.g. baselines/<cluster>.json")
+    p.add_argument("--cluster", help="when the results hold several clusters")
+    p.set_defaults(func=cmd_baseline)
 
     p = sub.add_parser("changelog", help="perf-changelog.yaml tools")
     csub = p.add_subparsers(dest="changelog_command", required=True)

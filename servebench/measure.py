@@ -3,6 +3,7 @@ and write the result. Nothing measured is lost: the result is written (atomicall
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -25,6 +26,38 @@ class Measured:
     result: dict
     path: Path           # the result JSON in the case directory
     copy: Path           # the same file in <results>/points/, where reports read from
+    reused_from: Path | None = None
+
+
+def reusable(point: Point, reuse_dir: Path) -> tuple[dict | None, str]:
+    """A prior result for this point that may stand in for a new run, or None and why not."""
+    from .results import validate
+
+    path = Path(reuse_dir) / "points" / f"{point.id}.json"
+    if not path.is_file():
+        return None, f"no prior result at {path}"
+    try:
+        prior = json.loads(path.read_text())
+    except ValueError as err:
+        return None, f"{path} is not JSON ({err})"
+    problems = validate(prior)
+    if problems:
+        return None, f"{path} does not match the result schema ({problems[0]})"
+    if prior["identity"]["recipe_fingerprint"] != point.profile.fingerprint:
+        return None, f"{path} was measured with another recipe (fingerprint {prior['identity']['recipe_fingerprint'][:12]} " \
+                     f"!= {point.profile.fingerprint[:12]})"
+    return prior, str(path)
+
+
+def reuse(point: Point, prior: dict, source: Path, results_dir: Path) -> Measured:
+    """Copy a prior result into this run's results (marked reused); it is judged like a new one."""
+    case = results_dir / point.profile.id / point.id
+    path = case / "result.json"
+    write_atomic(path, prior)
+    copy = results_dir / "points" / f"{point.id}.json"
+    if copy.resolve() != Path(source).resolve():
+        write_atomic(copy, prior)
+    return Measured(prior, path, copy, reused_from=Path(source))
 
 
 def _now() -> str:
@@ -32,7 +65,8 @@ def _now() -> str:
 
 
 def measure(point: Point, dep: Deployment, *, run_id: str, results_dir: Path, aiperf_bin: str,
-            tokenizer_dir: Path) -> Measured:
+            tokenizer_dir: Path, progress=None) -> Measured:
+    """``progress(text)`` receives a status line every few seconds while AIPerf runs."""
     prof, load = point.profile, point.profile.spec.load
     case = results_dir / prof.id / point.id
     case.mkdir(parents=True, exist_ok=True)
@@ -64,8 +98,19 @@ def measure(point: Point, dep: Deployment, *, run_id: str, results_dir: Path, ai
     inv = aiperf.Invocation(argv, aiperf.environment(case, hf, tmp), artifact, case / "aiperf.log")
     before = metrics.total(list(dep.scrape().values()))
     rc = None
+
+    def tick(elapsed: float) -> None:
+        if progress is None:
+            return
+        try:
+            done = metrics.total(list(dep.scrape().values())).requests_succeeded - before.requests_succeeded
+        except Exception:  # noqa: BLE001 - a status line must not fail the point
+            done = float("nan")
+        progress(f"{point.id}: {elapsed:.0f} s of ~{load.duration_s} s, {done:.0f} requests done, "
+                 f"{aiperf.errors_so_far(artifact)} errors so far")
+
     try:
-        rc = aiperf.run(inv, timeout=load.duration_s + load.warmup_grace_s + 900)
+        rc = aiperf.run(inv, timeout=load.duration_s + load.warmup_grace_s + 900, on_tick=tick)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         after = None

@@ -21,7 +21,7 @@ import pytest
 from . import summary
 from .cluster import Allocation, ProcessDied, backend_for, release_all
 from .load.aiperf import DEFAULT_BIN as DEFAULT_AIPERF
-from .measure import Measured, NotIdle, measure
+from .measure import Measured, NotIdle, measure, reusable, reuse
 from .models import GENERATED, ensure_model
 from .server import deploy
 from .server.plan import Ports, free_ports, placement_for, plan
@@ -44,6 +44,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run hardware cases of this cluster (e.g. gb200-nv); without it they are skipped")
     group.addoption("--results-dir", metavar="DIR", default="results",
                     help="where per-point results, logs and reports go (default: results)")
+    group.addoption("--reuse-results", metavar="DIR",
+                    help="skip points with a schema-valid result of the same recipe fingerprint in DIR/points "
+                         "(still judged; marked reused); anything else runs")
+    group.addoption("--baseline", metavar="FILE",
+                    help="also fail a point whose output tok/s per GPU drops below the baseline's x "
+                         "(1 - profile.gates.baseline_tolerance); see `servebench baseline`")
     group.addoption("--aiperf-bin", metavar="PATH", default=os.environ.get("AIPERF_BIN", DEFAULT_AIPERF),
                     help=f"AIPerf executable (its own venv; default: $AIPERF_BIN or {DEFAULT_AIPERF})")
 
@@ -112,8 +118,15 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
             f"manifest: {Path(config.getoption('--results-dir')) / 'manifest.json'}")
     collector = config.pluginmanager.get_plugin("servebench-summary")
     if collector is not None and getattr(collector, "path", None):
+        for line in collector.terminal_lines():
+            terminalreporter.write_line(line)
         terminalreporter.write_line(f"summary table: {collector.path}; per-point results: "
                                     f"{Path(config.getoption('--results-dir')) / 'points'}")
+        rep = getattr(collector, "report", None)
+        if rep is not None:
+            terminalreporter.write_line("report: " + ", ".join(str(f) for f in rep.files))
+        if getattr(collector, "report_error", None):
+            terminalreporter.write_line(f"report failed: {collector.report_error}", red=True)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -262,18 +275,40 @@ def deployment(profile: Profile, allocation: Allocation, request: pytest.Fixture
 
 
 @pytest.fixture
-def measured(point: Point, deployment, request: pytest.FixtureRequest, record_property) -> Measured:
-    """Run AIPerf for this point against the profile's deployment; the result is written before any assertion."""
+def measured(point: Point, profile: Profile, request: pytest.FixtureRequest, record_property) -> Measured:
+    """This point's result: reused from --reuse-results when it matches, else measured with AIPerf against the
+    profile's deployment (started on first use). The result is written before any assertion."""
     config = request.config
-    aiperf = Path(config.getoption("--aiperf-bin"))
-    aiperf = aiperf if aiperf.is_absolute() else Path(config.rootpath) / aiperf
-    try:
-        out = measure(point, deployment, run_id=config.stash[_RUN_ID], results_dir=_results_dir(config),
-                      aiperf_bin=str(aiperf), tokenizer_dir=deployment.tokenizer_dir)
-    except NotIdle as err:
-        pytest.fail(str(err), pytrace=False)
+    out = None
+    reuse_dir = config.getoption("--reuse-results")
+    if reuse_dir:
+        prior, why = reusable(point, Path(reuse_dir))
+        if prior is not None:
+            out = reuse(point, prior, Path(why), _results_dir(config))
+            record_property("reused", str(out.reused_from))
+        else:
+            record_property("reuse_miss", why)
+    if out is None:
+        deployment = request.getfixturevalue("deployment")
+        aiperf = Path(config.getoption("--aiperf-bin"))
+        aiperf = aiperf if aiperf.is_absolute() else Path(config.rootpath) / aiperf
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        progress = (lambda text: reporter.write_line(f"    {text}")) if reporter is not None else None
+        try:
+            out = measure(point, deployment, run_id=config.stash[_RUN_ID], results_dir=_results_dir(config),
+                          aiperf_bin=str(aiperf), tokenizer_dir=deployment.tokenizer_dir, progress=progress)
+        except NotIdle as err:
+            pytest.fail(str(err), pytrace=False)
     for name, value in summary.properties(out.result).items():
         record_property(name, value)
     return out
 
 
+@pytest.fixture(scope="session")
+def baseline(request: pytest.FixtureRequest):
+    """The --baseline file's points by case id (None without --baseline)."""
+    path = request.config.getoption("--baseline")
+    if not path:
+        return None
+    from .baseline import load
+    return load(Path(path))

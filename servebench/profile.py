@@ -55,6 +55,8 @@ class Gates(_Strict):
         default_factory=dict, description="throughput floor per concurrency, output tok/s per GPU")
     min_concurrency_ratio: float = Field(0.9, gt=0, le=1)
     allow_client_bound: StrictBool = False
+    baseline_tolerance: float = Field(
+        0.15, ge=0, lt=1, description="with --baseline: allowed drop of output tok/s per GPU (README: run-to-run noise)")
 
     @property
     def live(self) -> float:

@@ -76,7 +76,7 @@ class Collector:
         for r in sorted(rows, key=lambda r: r["case_id"]):
             lines.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
                 r["case_id"],
-                r["verdict"] + (f": {r['reason']}" if r.get("reason") and r["verdict"] != "passed" else ""),
+                _verdict(r) + (f": {r['reason']}" if r.get("reason") and r["verdict"] != "passed" else ""),
                 _fmt(r.get("output_tps")), _fmt(r.get("output_tps_per_gpu")), _fmt(r.get("tps_per_user_p50")),
                 _fmt(r.get("ttft_p50_ms")), _pct(r.get("error_rate")), _fmt(r.get("effective_concurrency"))))
         skipped = [r for r in self.rows.values() if r["verdict"] == "skipped"]
@@ -89,10 +89,30 @@ class Collector:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput") or not self.rows_measured():
             return
-        path = Path(self.config.getoption("--results-dir")) / "summary.md"
+        results = Path(self.config.getoption("--results-dir"))
+        path = results / "summary.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("# servebench results\n\n" + self.markdown())
         self.path = path
+        try:   # the report must never cost the run its results
+            from . import report
+            from .plugin import catalog
+            self.report = report.write(results, catalog=catalog(self.config))
+        except Exception as err:  # noqa: BLE001
+            self.report_error = f"{type(err).__name__}: {err}"
+
+    def terminal_lines(self) -> list[str]:
+        rows = sorted(self.rows_measured(), key=lambda r: r["case_id"])
+        lines = [f"{'case':40} {'verdict':8} {'tok/s':>9} {'tok/s/GPU':>10} {'tok/s/user':>10} {'errors':>7}"]
+        for r in rows:
+            lines.append(f"{r['case_id']:40} {_verdict(r):8} {_fmt(r.get('output_tps')):>9} "
+                         f"{_fmt(r.get('output_tps_per_gpu')):>10} {_fmt(r.get('tps_per_user_p50')):>10} "
+                         f"{_pct(r.get('error_rate')):>7}")
+        return lines
+
+
+def _verdict(row: dict) -> str:
+    return row["verdict"] + (" (reused)" if row.get("reused") else "")
 
 
 def _first_line(text: str) -> str:

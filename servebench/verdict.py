@@ -15,8 +15,9 @@ class Check:
     message: str
 
 
-def judge(result: dict, profile: Profile) -> list[Check]:
-    """All checks in order; schema problems stop the rest (the numbers cannot be trusted)."""
+def judge(result: dict, profile: Profile, baseline: dict | None = None) -> list[Check]:
+    """All checks in order; schema problems stop the rest (the numbers cannot be trusted). With a baseline
+    (servebench.baseline), the point must also keep its throughput within the profile's tolerance."""
     problems = validate(result)
     if problems:
         return [Check("schema", False, "result does not match schemas/result.schema.json:\n  " + "\n  ".join(problems))]
@@ -47,6 +48,18 @@ def judge(result: dict, profile: Profile) -> list[Check]:
         checks.append(Check("throughput", got is not None and got >= floor,
                             f"output throughput {_num(got)} tok/s per GPU (over {thr['gpus']} GPUs) is below the "
                             f"floor {floor} (profile.gates.min_output_tps_per_gpu[{result['identity']['concurrency']}])"))
+
+    base = (baseline or {}).get("points", {}).get(result["identity"]["case_id"])
+    if base is not None:
+        tol = g.baseline_tolerance
+        floor_b = base["output_tps_per_gpu"] * (1 - tol)
+        got = thr["output_tps_per_gpu"]
+        note = "" if base["recipe_fingerprint"] == result["identity"]["recipe_fingerprint"] else \
+            " (the baseline was measured with a different recipe fingerprint)"
+        checks.append(Check("baseline", got is not None and got >= floor_b,
+                            f"regression: output {_num(got)} tok/s per GPU < baseline {base['output_tps_per_gpu']:.1f} x "
+                            f"(1 - {tol:.0%}) = {floor_b:.1f} (run {base['run_id']}; "
+                            f"profile.gates.baseline_tolerance){note}"))
 
     ratio = conc["ratio"]
     bound = ratio is None or ratio < g.min_concurrency_ratio

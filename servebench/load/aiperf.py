@@ -93,18 +93,38 @@ def environment(case_dir: Path, hf_cache: Path, tmp: Path) -> dict[str, str]:
             "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
 
 
-def run(inv: Invocation, timeout: float) -> int:
-    """Run AIPerf to completion (or kill its process group after ``timeout`` s). Returns its exit code."""
+def run(inv: Invocation, timeout: float, on_tick=None, tick_s: float = 15.0) -> int:
+    """Run AIPerf to completion (or kill its process group after ``timeout`` s). Returns its exit code.
+    ``on_tick(elapsed_s)`` is called every ``tick_s`` seconds while it runs (the live status line)."""
     inv.log.parent.mkdir(parents=True, exist_ok=True)
     (inv.artifact_dir.parent / "aiperf-command.txt").write_text(" ".join(inv.argv) + "\n")
+    start = time.monotonic()
     with open(inv.log, "ab") as out:
         proc = subprocess.Popen(inv.argv, env={**os.environ, **inv.env}, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         try:
-            return proc.wait(timeout=timeout)
+            while True:
+                left = timeout - (time.monotonic() - start)
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(inv.argv, timeout)
+                try:
+                    return proc.wait(timeout=min(tick_s, left))
+                except subprocess.TimeoutExpired:
+                    if on_tick is not None:
+                        on_tick(time.monotonic() - start)
         except BaseException:
             _kill_group(proc)
             raise
+
+
+def errors_so_far(artifact_dir: Path) -> int:
+    """Failed requests AIPerf has recorded so far (its per-request export, when it has written one)."""
+    path = artifact_dir / "profile_export.jsonl"
+    try:
+        with open(path, "rb") as fh:
+            return sum(1 for line in fh if b'"error":' in line)
+    except OSError:
+        return 0
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -1,0 +1,264 @@
+"""Reports from a results directory: Pareto plots, the offload A/B, a markdown summary and a CSV of all points.
+
+Input is only ``<results>/points/*.json`` (schema-checked; invalid files are listed, not plotted), so a report
+can be rebuilt from an artifact download. Profiles (for gates and verdicts) come from the recipe catalog when
+one is given.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .results import validate
+
+CSV_FIELDS = [
+    ("case_id", ("identity", "case_id")), ("profile", ("identity", "profile")), ("model", ("identity", "model")),
+    ("cluster", ("identity", "cluster")), ("concurrency", ("identity", "concurrency")), ("gpus", ("identity", "gpus")),
+    ("tp", ("identity", "layout", "tp")), ("dp", ("identity", "layout", "dp")), ("ep", ("identity", "layout", "ep")),
+    ("offload", ("identity", "offload", "enabled")), ("recipe_fingerprint", ("identity", "recipe_fingerprint")),
+    ("successful", ("requests", "successful")), ("errors", ("requests", "errors")),
+    ("error_rate", ("requests", "error_rate")), ("output_tps", ("throughput", "output_tps")),
+    ("output_tps_per_gpu", ("throughput", "output_tps_per_gpu")), ("total_tps_per_gpu", ("throughput", "total_tps_per_gpu")),
+    ("tps_per_user_p50", ("interactivity", "output_tps_per_user", "p50")),
+    ("ttft_p50_ms", ("latency_ms", "ttft", "p50")), ("ttft_p99_ms", ("latency_ms", "ttft", "p99")),
+    ("itl_p50_ms", ("latency_ms", "itl", "p50")), ("e2e_p50_ms", ("latency_ms", "e2e", "p50")),
+    ("effective_concurrency", ("concurrency", "effective_avg")),
+    ("prefix_cache_hit_rate", ("server", "prefix_cache_hit_rate")),
+    ("external_prefix_cache_hit_rate", ("server", "external_prefix_cache_hit_rate")),
+    ("output_token_ratio", ("output_token_ratio",)), ("run_id", ("identity", "run_id")),
+]
+
+
+def get(result: dict, path: tuple[str, ...]):
+    node = result
+    for key in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@dataclass
+class Report:
+    points: list[dict]
+    rejected: dict[str, str]
+    verdicts: dict[str, str] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+
+
+def load_points(results_dir: Path) -> tuple[list[dict], dict[str, str]]:
+    points, rejected = [], {}
+    for path in sorted((Path(results_dir) / "points").glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except ValueError as err:
+            rejected[path.name] = f"not JSON: {err}"
+            continue
+        problems = validate(data)
+        if problems:
+            rejected[path.name] = "; ".join(problems[:3])
+        else:
+            points.append(data)
+    return points, rejected
+
+
+def verdicts(points: list[dict], catalog) -> dict[str, str]:
+    """passed / failed: <first reason> per case, from the profile's gates (n/a without the catalog)."""
+    from .verdict import failures, judge
+
+    out = {}
+    by_id = {p.id: p for p in catalog.profiles} if catalog else {}
+    for r in points:
+        prof = by_id.get(r["identity"]["profile"])
+        if prof is None:
+            out[r["identity"]["case_id"]] = "n/a"
+            continue
+        msgs = failures(judge(r, prof))
+        out[r["identity"]["case_id"]] = "passed" if not msgs else "failed: " + msgs[0].split("\n")[0][:120]
+    return out
+
+
+def _groups(points: list[dict]) -> dict[tuple[str, str], dict[str, list[dict]]]:
+    groups: dict[tuple[str, str], dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in points:
+        ident = r["identity"]
+        groups[(ident["model"], ident["cluster"])][ident["profile"]].append(r)
+    for profiles in groups.values():
+        for rows in profiles.values():
+            rows.sort(key=lambda r: r["identity"]["concurrency"])
+    return groups
+
+
+def pareto_plot(model: str, cluster: str, profiles: dict[str, list[dict]], out: Path) -> Path | None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
+    drawn = 0
+    xs_all = []
+    for name, rows in sorted(profiles.items()):
+        pts = [(get(r, ("interactivity", "output_tps_per_user", "p50")), get(r, ("throughput", "output_tps_per_gpu")),
+                r["identity"]["concurrency"]) for r in rows]
+        pts = [(x, y, c) for x, y, c in pts if _finite(x) and _finite(y) and x > 0]
+        if not pts:
+            continue
+        xs, ys, cs = zip(*pts)
+        xs_all += xs
+        line, = ax.plot(xs, ys, marker="o", label=name)
+        labels: dict[tuple[float, float], list[int]] = {}
+        for x, y, c in pts:            # points at the same place share one label ("c128, c192")
+            labels.setdefault((round(x, 6), round(y, 6)), []).append(c)
+        for i, ((x, y), cs_here) in enumerate(labels.items()):
+            ax.annotate(", ".join(f"c{c}" for c in cs_here), (x, y), textcoords="offset points",
+                        xytext=(6, 6 if i % 2 == 0 else -12), fontsize=8, color=line.get_color())
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return None
+    if max(xs_all) / min(xs_all) > 20:
+        ax.set_xscale("log")
+    ax.set_xlabel("interactivity: output tok/s per user (p50)")
+    ax.set_ylabel("throughput: output tok/s per GPU")
+    ax.set_title(f"{model} on {cluster}: throughput vs interactivity (labels: concurrency)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(title="profile", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def offload_pairs(points: list[dict]) -> list[tuple[str, str, list[int]]]:
+    """(base profile, offload profile, shared concurrencies) for arms of one model, cluster and layout."""
+    arms: dict[tuple, dict[bool, dict[str, set[int]]]] = defaultdict(lambda: {True: defaultdict(set),
+                                                                               False: defaultdict(set)})
+    for r in points:
+        i = r["identity"]
+        key = (i["model"], i["cluster"], tuple(sorted(i["layout"].items())))
+        arms[key][i["offload"]["enabled"]][i["profile"]].add(i["concurrency"])
+    pairs = []
+    for arm in arms.values():
+        for off, off_c in arm[True].items():
+            for base, base_c in arm[False].items():
+                pairs.append((base, off, sorted(off_c & base_c)))
+    return sorted(pairs)
+
+
+def offload_ab(points: list[dict], base: str, off: str, shared: list[int], out: Path) -> tuple[str, Path | None]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    idx = {(r["identity"]["profile"], r["identity"]["concurrency"]): r for r in points}
+    lines = [f"### Offload A/B: `{off}` vs `{base}`", ""]
+    if not shared:
+        lines.append(f"No concurrency measured in both arms ({base}: "
+                     f"{sorted(c for p, c in idx if p == base)}, {off}: {sorted(c for p, c in idx if p == off)}).")
+        return "\n".join(lines) + "\n", None
+    lines += ["| concurrency | base tok/s/GPU | offload tok/s/GPU | ratio | base TTFT p50 ms | offload TTFT p50 ms "
+              "| offload external-cache hit rate |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    tput = {base: [], off: []}
+    ttft = {base: [], off: []}
+    for c in shared:
+        b, o = idx[(base, c)], idx[(off, c)]
+        tb, to = get(b, ("throughput", "output_tps_per_gpu")), get(o, ("throughput", "output_tps_per_gpu"))
+        ratio = to / tb if _finite(tb) and _finite(to) and tb else None
+        lines.append(f"| {c} | {_f(tb)} | {_f(to)} | {_f(ratio, 3)} | {_f(get(b, ('latency_ms', 'ttft', 'p50')))} | "
+                     f"{_f(get(o, ('latency_ms', 'ttft', 'p50')))} | "
+                     f"{_pct(get(o, ('server', 'external_prefix_cache_hit_rate')))} |")
+        for arm, r in ((base, b), (off, o)):
+            tput[arm].append(_num(get(r, ("throughput", "output_tps_per_gpu"))))
+            ttft[arm].append(_num(get(r, ("latency_ms", "ttft", "p50"))))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.5), dpi=120)
+    width = 0.38
+    xs = range(len(shared))
+    for k, arm in enumerate((base, off)):
+        a1.bar([x + (k - 0.5) * width for x in xs], tput[arm], width, label=arm)
+        a2.plot(list(xs), ttft[arm], marker="o", label=arm)
+    for ax in (a1, a2):
+        ax.set_xticks(list(xs), [str(c) for c in shared])
+        ax.set_xlabel("concurrency (live sessions)")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+    a1.set_ylabel("output tok/s per GPU")
+    a1.set_title("throughput")
+    a2.set_ylabel("TTFT p50 (ms)")
+    a2.set_title("time to first token")
+    fig.suptitle(f"CPU KV offload A/B: {off} vs {base}")
+    fig.tight_layout()
+    path = out / f"offload-ab-{off}.png"
+    fig.savefig(path)
+    plt.close(fig)
+    return "\n".join(lines) + "\n", path
+
+
+def _num(x):
+    return x if _finite(x) else 0.0
+
+
+def _f(x, digits: int = 1) -> str:
+    return f"{x:,.{digits}f}" if _finite(x) else "—"
+
+
+def _pct(x) -> str:
+    return f"{x:.1%}" if _finite(x) else "—"
+
+
+def markdown(rep: Report, plots: list[Path], ab_sections: list[str]) -> str:
+    lines = ["# servebench report", "",
+             f"{len(rep.points)} point(s)" + (f", {len(rep.rejected)} file(s) rejected" if rep.rejected else ""), "",
+             "| case | verdict | tok/s/GPU | tok/s | tok/s/user p50 | TTFT p50 ms | ITL p50 ms | error rate | eff. conc |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in sorted(rep.points, key=lambda r: (r["identity"]["profile"], r["identity"]["concurrency"])):
+        cid = r["identity"]["case_id"]
+        lines.append(
+            f"| {cid} | {rep.verdicts.get(cid, 'n/a')} | {_f(get(r, ('throughput', 'output_tps_per_gpu')))} | "
+            f"{_f(get(r, ('throughput', 'output_tps')))} | "
+            f"{_f(get(r, ('interactivity', 'output_tps_per_user', 'p50')))} | "
+            f"{_f(get(r, ('latency_ms', 'ttft', 'p50')))} | {_f(get(r, ('latency_ms', 'itl', 'p50')), 2)} | "
+            f"{_pct(get(r, ('requests', 'error_rate')))} | {_f(get(r, ('concurrency', 'effective_avg')))} |")
+    if plots:
+        lines += ["", "Plots: " + ", ".join(f"`{p.name}`" for p in plots)]
+    lines += [""] + (ab_sections or ["No offload A/B: no offload arm with a matching base arm in these results.\n"])
+    if rep.rejected:
+        lines += ["", "Rejected result files:"] + [f"- `{k}`: {v}" for k, v in sorted(rep.rejected.items())]
+    return "\n".join(lines) + "\n"
+
+
+def write(results_dir: Path, out_dir: Path | None = None, catalog=None) -> Report:
+    results_dir = Path(results_dir)
+    out = Path(out_dir) if out_dir else results_dir / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    points, rejected = load_points(results_dir)
+    rep = Report(points, rejected, verdicts(points, catalog))
+    plots = []
+    for (model, cluster), profiles in sorted(_groups(points).items()):
+        path = pareto_plot(model, cluster, profiles, out / f"pareto-{model}-{cluster}.png")
+        if path:
+            plots.append(path)
+    sections = []
+    for base, off, shared in offload_pairs(points):
+        text, path = offload_ab(points, base, off, shared, out)
+        sections.append(text)
+        if path:
+            plots.append(path)
+    md = out / "report.md"
+    md.write_text(markdown(rep, plots, sections))
+    with open(out / "points.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow([name for name, _ in CSV_FIELDS] + ["verdict"])
+        for r in sorted(points, key=lambda r: r["identity"]["case_id"]):
+            writer.writerow(["" if get(r, path) is None else get(r, path) for _, path in CSV_FIELDS]
+                            + [rep.verdicts.get(r["identity"]["case_id"], "n/a")])
+    rep.files = [md, out / "points.csv", *plots]
+    return rep

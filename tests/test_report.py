@@ -1,0 +1,180 @@
+"""Reports, baseline gate, reuse of prior results, and the CI workflow files.
+
+Real inputs: result files of a local sweep (tests/data/results-local: real vLLM/Dynamo + AIPerf on this kind
+of machine) and results built from the H200 AIPerf recordings; synthetic ones only for edge cases."""
+
+import copy
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servebench import baseline, report, results
+from servebench.matrix import Point
+from servebench.recipe import Catalog
+from servebench.server import metrics
+from servebench.verdict import failures, judge
+from tests.conftest import REPO
+
+DATA = Path(__file__).parent / "data"
+LOCAL = DATA / "results-local"
+H200 = DATA / "h200"
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return Catalog.load(REPO / "recipes")
+
+
+def prof(catalog, pid):
+    return next(p for p in catalog.profiles if p.id == pid)
+
+
+def h200_result(profile, conc, run="ctx16k/offload-c8"):
+    return results.build(Point(profile, conc), run_id="h200", artifact_dir=H200 / run, aiperf_exit_code=0,
+                         versions={}, before=metrics.parse((H200 / f"{run}-before.prom").read_text()),
+                         after=metrics.parse((H200 / f"{run}-after.prom").read_text()), idle_wait_s=0.0,
+                         started_at="s", finished_at="f", logs=[])
+
+
+def results_dir(tmp_path, items):
+    d = tmp_path / "results"
+    (d / "points").mkdir(parents=True)
+    for r in items:
+        (d / "points" / f"{r['identity']['case_id']}.json").write_text(json.dumps(r))
+    return d
+
+
+def test_report_from_a_real_local_sweep(tmp_path, catalog):
+    d = tmp_path / "results"
+    shutil.copytree(LOCAL, d)
+    rep = report.write(d, catalog=catalog)
+    names = sorted(f.name for f in rep.files)
+    assert names == ["pareto-tiny-llama-local-cpu.png", "points.csv", "report.md"]
+    md = (d / "report" / "report.md").read_text()
+    assert md.count("| tiny-llama-cpu-") == 4 and "No offload A/B" in md
+    rows = list(csv.DictReader(open(d / "report" / "points.csv")))
+    assert [r["case_id"] for r in rows] == sorted(p.stem for p in (LOCAL / "points").glob("*.json"))
+    assert all(float(r["output_tps_per_gpu"]) > 0 and r["gpus"] == "1" for r in rows)
+
+
+def test_offload_ab_at_shared_concurrencies(tmp_path, catalog):
+    base = [h200_result(prof(catalog, "kimi-k3-gb200-dep"), c, "ctx16k/base-c8") for c in (64, 128, 192, 256)]
+    off = [h200_result(prof(catalog, "kimi-k3-gb200-dep_offload"), c) for c in (128, 192, 256, 384)]
+    rep = report.write(results_dir(tmp_path, base + off), catalog=catalog)
+    assert report.offload_pairs(rep.points) == [("kimi-k3-gb200-dep", "kimi-k3-gb200-dep_offload", [128, 192, 256])]
+    md = (tmp_path / "results/report/report.md").read_text()
+    assert "### Offload A/B: `kimi-k3-gb200-dep_offload` vs `kimi-k3-gb200-dep`" in md
+    ab = [ln for ln in md.splitlines() if ln.startswith("| 128 |") or ln.startswith("| 192 |") or ln.startswith("| 256 |")]
+    assert len(ab) == 3 and "| 384 |" not in md.split("### Offload")[1]
+    assert (tmp_path / "results/report/offload-ab-kimi-k3-gb200-dep_offload.png").is_file()
+    assert (tmp_path / "results/report/pareto-kimi-k3-gb200-nv.png").is_file()
+
+
+def test_missing_arm_single_point_and_failed_point_are_nan_free(tmp_path, catalog):
+    p = prof(catalog, "kimi-k3-gb200-dep_offload")
+    ok = h200_result(p, 128)
+    failed = copy.deepcopy(ok)
+    failed["identity"]["case_id"] = "kimi-k3-gb200-dep_offload-c192"
+    failed["identity"]["concurrency"] = 192
+    for key in failed["throughput"]:
+        if key != "gpus":
+            failed["throughput"][key] = None
+    failed["requests"].update(successful=0.0, error_rate=1.0, errors=96.0)
+    failed["interactivity"]["output_tps_per_user"] = dict.fromkeys(("avg", "p50", "p90", "p99"))
+    rep = report.write(results_dir(tmp_path, [ok, failed]), catalog=catalog)
+    out = tmp_path / "results/report"
+    text = (out / "report.md").read_text() + (out / "points.csv").read_text()
+    assert "nan" not in text.lower() and "inf" not in text.replace("info", "")
+    assert "No concurrency measured in both arms" not in text and "No offload A/B" in text   # no base arm at all
+    assert rep.verdicts["kimi-k3-gb200-dep_offload-c192"].startswith("failed: 0 successful requests")
+    single = report.write(results_dir(tmp_path / "one", [ok]), catalog=catalog)
+    assert len(single.points) == 1 and any(f.suffix == ".png" for f in single.files)
+
+
+def test_invalid_result_files_are_listed_not_plotted(tmp_path, catalog):
+    bad = h200_result(prof(catalog, "kimi-k3-gb200-dep"), 64)
+    del bad["throughput"]
+    d = results_dir(tmp_path, [bad])
+    (d / "points" / "torn.json").write_text("{")
+    res = subprocess.run([sys.executable, "-m", "servebench", "report", str(d)], cwd=REPO, capture_output=True,
+                         text=True)
+    assert res.returncode == 1                            # nothing valid to report
+    assert "kimi-k3-gb200-dep-c64.json: rejected: <root>: 'throughput' is a required property" in res.stderr
+    assert "torn.json: rejected: not JSON" in res.stderr
+
+
+# ---- baseline gate ----
+
+def test_baseline_gate_fails_a_regression_beyond_the_tolerance(tmp_path, catalog):
+    d = tmp_path / "results"
+    shutil.copytree(LOCAL, d)
+    path = tmp_path / "base.json"
+    assert subprocess.run([sys.executable, "-m", "servebench", "baseline", str(d), "--out", str(path)],
+                          cwd=REPO).returncode == 0
+    base = baseline.load(path)
+    r = json.loads((LOCAL / "points/tiny-llama-cpu-vllm-c4.json").read_text())
+    p = prof(catalog, "tiny-llama-cpu-vllm")
+    tol = p.spec.gates.baseline_tolerance
+    assert not any(m.startswith("regression") for m in failures(judge(r, p, base)))
+    slow = copy.deepcopy(r)
+    slow["throughput"]["output_tps_per_gpu"] *= (1 - tol) * 0.95
+    msgs = [m for m in failures(judge(slow, p, base)) if m.startswith("regression")]
+    assert len(msgs) == 1 and f"(1 - {tol:.0%})" in msgs[0]
+    within = copy.deepcopy(r)
+    within["throughput"]["output_tps_per_gpu"] *= (1 - tol) * 1.01
+    assert not any(m.startswith("regression") for m in failures(judge(within, p, base)))
+
+
+def test_bad_baseline_file_names_the_problem(tmp_path):
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"schema_version": 1, "cluster": "x", "created_at": "t", "source": "s",
+                                "points": {"a-c1": {"output_tps_per_gpu": -1, "recipe_fingerprint": "f", "run_id": "r"}}}))
+    with pytest.raises(ValueError, match=r"b.json: -1 is less than or equal to the minimum of 0 at points/a-c1"):
+        baseline.load(path)
+
+
+# ---- reuse of prior results ----
+
+def test_reuse_skips_matching_points_and_reruns_the_rest(pytester, catalog):
+    for name in ("conftest.py", "pytest.ini"):
+        shutil.copy(REPO / name, pytester.path / name)
+    for name in ("recipes", "benchmarks"):
+        shutil.copytree(REPO / name, pytester.path / name)
+    # no serving venv in this copy: a point that must really run skips with that reason instead
+    prior = pytester.path / "prior" / "points"
+    prior.mkdir(parents=True)
+    vllm = prof(catalog, "tiny-llama-cpu-vllm")
+    for c in (1, 4):
+        r = json.loads((LOCAL / f"points/tiny-llama-cpu-vllm-c{c}.json").read_text())
+        r["identity"]["recipe_fingerprint"] = vllm.fingerprint if c == 1 else "0" * 64   # c4: another recipe
+        (prior / f"tiny-llama-cpu-vllm-c{c}.json").write_text(json.dumps(r))
+    res = pytester.runpytest_subprocess("benchmarks", "-m", "local", "-k", "vllm", "-rs", "--reuse-results",
+                                        str(prior.parent), "--junitxml", "junit.xml", "--results-dir", "out")
+    res.assert_outcomes(passed=1, skipped=1)
+    res.stdout.fnmatch_lines(["*SKIPPED*tiny-llama-cpu-vllm: the serving venv is missing*"])
+    junit = (pytester.path / "junit.xml").read_text()
+    assert 'name="reused"' in junit and "measured with another recipe (fingerprint 000000000000" in junit
+    assert json.loads((pytester.path / "out/points/tiny-llama-cpu-vllm-c1.json").read_text())["identity"][
+        "recipe_fingerprint"] == vllm.fingerprint
+    assert "reused" in (pytester.path / "out/summary.md").read_text()
+
+
+# ---- CI workflows ----
+
+def test_workflow_files_match_the_github_schema():
+    files = sorted(str(p) for p in (REPO / ".github/workflows").glob("*.yml"))
+    assert len(files) == 2
+    res = subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows",
+                          *files], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_ci_workflow_runs_the_readme_test_command():
+    ci = (REPO / ".github/workflows/ci.yml").read_text()
+    assert ".ci/run" in ci and "results/junit-ci.xml" in ci and "report.md" in ci
+    assert 'scripts/test -p no:cacheprovider --junitxml=results/junit-ci.xml' in (REPO / ".ci/run").read_text()
