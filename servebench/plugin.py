@@ -35,6 +35,7 @@ _CATALOG = pytest.StashKey[Catalog]()
 _RUN_ID = pytest.StashKey[str]()
 _MANIFEST = pytest.StashKey[Manifest]()
 _MERGED = pytest.StashKey[dict]()
+_ALLOC = pytest.StashKey[Allocation]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -155,13 +156,28 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "point" in callspec.params:
         report.user_properties.append(("servebench_case", callspec.params["point"]))
-    alloc = getattr(item, "funcargs", {}).get("allocation")
+    alloc = getattr(item, "funcargs", {}).get("allocation") or item.stash.get(_ALLOC, None)
     if report.failed and isinstance(alloc, Allocation):
         for proc in alloc.processes:
             if not proc.alive():
                 report.sections.append((f"{proc.name} on node {proc.node} exited ({proc.popen.returncode}); "
                                         f"tail of {proc.log}", proc.tail()))
+        if callspec is not None and "point" in callspec.params:
+            _keep_logs(alloc, _results_dir(item.config) / callspec.params["profile"] / callspec.params["point"])
     return report
+
+
+def _keep_logs(alloc: Allocation, case_dir: Path) -> None:
+    """A failing case keeps a copy of every server log as it was when it failed (the live logs go on)."""
+    import shutil
+
+    dest = case_dir / "server-logs"
+    dest.mkdir(parents=True, exist_ok=True)
+    for proc in alloc.processes:
+        try:
+            shutil.copy2(proc.log, dest / f"{proc.name}-node{proc.rank}.log")
+        except OSError:
+            pass
 
 
 OFFLOAD_ON_CPU = ("SimpleCPUOffloadConnector does not run on vLLM's CPU build (its worker calls the CUDA-only "
@@ -290,6 +306,7 @@ def measured(point: Point, profile: Profile, request: pytest.FixtureRequest, rec
             record_property("reuse_miss", why)
     if out is None:
         deployment = request.getfixturevalue("deployment")
+        request.node.stash[_ALLOC] = deployment.allocation
         aiperf = Path(config.getoption("--aiperf-bin"))
         aiperf = aiperf if aiperf.is_absolute() else Path(config.rootpath) / aiperf
         reporter = config.pluginmanager.get_plugin("terminalreporter")

@@ -261,6 +261,9 @@ def test_node_process_killed_mid_case_fails_the_case_naming_the_node(slurm_suite
                               "*worker on node n2 exited*tail of*"])
     alloc = json.loads((results / "manifest.json").read_text())["allocations"][0]
     assert alloc["released_at"]
+    kept = results / "tiny-cpu-alpha" / "tiny-cpu-alpha-c1" / "server-logs"    # collected before release
+    assert sorted(p.name for p in kept.iterdir()) == [f"worker-node{r}.log" for r in range(4)]
+    assert "serving on n2" in (kept / "worker-node1.log").read_text()
     q = subprocess.run(["squeue", "-h", "-j", alloc["job_id"]], capture_output=True, text=True).stdout.strip()
     assert q == ""
     wait_for(lambda: not processes_with(token), 15, "processes to exit")
