@@ -131,17 +131,10 @@ def load_model(path: Path) -> ModelSpec:
 
 
 def load_models(root: Path) -> dict[str, ModelSpec]:
-    out, problems = {}, []
-    for path in sorted((Path(root) / "models").glob("*.yaml")):
-        try:
-            spec = load_model(path)
-        except ConfigError as err:
-            problems += err.problems
-            continue
-        if spec.name != path.stem:
-            problems.append(Problem(str(path), "name", f"{spec.name!r} differs from the file name",
-                                    f"name it {path.stem!r}"))
-        out[spec.name] = spec
+    """Every model description in ``<root>/models``; ConfigError with all problems."""
+    from .recipe import load_named
+    problems: list[Problem] = []
+    out = load_named(Path(root) / "models", load_model, problems)
     if problems:
         raise ConfigError(problems)
     return out

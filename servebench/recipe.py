@@ -105,6 +105,23 @@ def load_cluster(path: Path) -> ClusterSpec:
     return parse_model(ClusterSpec, data, Origins([Layer(str(path), data)], str(path)), "cluster description")
 
 
+def load_named(folder: Path, loader, problems: list[Problem]) -> dict:
+    """Every ``<name>.yaml`` in ``folder`` parsed by ``loader``; problems (incl. a name that differs from the
+    file name) are appended to ``problems``."""
+    out = {}
+    for path in sorted(Path(folder).glob("*.yaml")):
+        try:
+            spec = loader(path)
+        except ConfigError as err:
+            problems += err.problems
+            continue
+        if spec.name != path.stem:
+            problems.append(Problem(str(path), "name", f"{spec.name!r} differs from the file name",
+                                    f"name it {path.stem!r} or rename the file"))
+        out[spec.name] = spec
+    return out
+
+
 @dataclass
 class Layered:
     """A profile file resolved through its ``extends`` chain."""
@@ -262,29 +279,15 @@ class Catalog:
     @classmethod
     def load(cls, root: Path | str, skip_rules: Iterable[str] = ()) -> "Catalog":
         """Every cluster, model and profile under ``root``; ``skip_rules`` names rules not to apply."""
-        from .capacity import load_models
+        from .capacity import load_model
 
         root = Path(root)
         if not root.is_dir():
             raise ConfigError(Problem(str(root), "", "recipes directory not found",
                                       "run from the repo root or pass --recipes DIR"))
         problems: list[Problem] = []
-        clusters: dict[str, ClusterSpec] = {}
-        for path in sorted((root / "clusters").glob("*.yaml")):
-            try:
-                spec = load_cluster(path)
-            except ConfigError as err:
-                problems += err.problems
-                continue
-            if spec.name != path.stem:
-                problems.append(Problem(str(path), "name", f"{spec.name!r} differs from the file name",
-                                        f"name it {path.stem!r} or rename the file"))
-            clusters[spec.name] = spec
-        models = {}
-        try:
-            models = load_models(root)
-        except ConfigError as err:
-            problems += err.problems
+        clusters = load_named(root / "clusters", load_cluster, problems)
+        models = load_named(root / "models", load_model, problems)
         profiles: list[Profile] = []
         bases: list[str] = []
         for path in sorted(root.rglob("*.yaml")):

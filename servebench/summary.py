@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from .report import get
+
 
 KEYS = {   # property name -> path in the result JSON
     "output_tps": ("throughput", "output_tps"),
@@ -27,20 +29,11 @@ KEYS = {   # property name -> path in the result JSON
 }
 
 
-def _get(result: dict, path: tuple[str, ...]):
-    node = result
-    for key in path:
-        if not isinstance(node, dict):
-            return None
-        node = node.get(key)
-    return node
-
-
 def properties(result: dict) -> dict[str, object]:
     out: dict[str, object] = {"case_id": result["identity"]["case_id"],
                               "recipe_fingerprint": result["identity"]["recipe_fingerprint"]}
     for name, path in KEYS.items():
-        value = _get(result, path)
+        value = get(result, path)
         out[name] = round(value, 4) if isinstance(value, float) else value
     return out
 

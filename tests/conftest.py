@@ -26,3 +26,14 @@ def edit(path: Path, old: str, new: str, count: int = 1) -> None:
     text = path.read_text()
     assert text.count(old) >= 1, f"{old!r} not found in {path}"
     path.write_text(text.replace(old, new, count))
+
+
+@pytest.fixture(scope="session")
+def catalog():
+    """The shipped recipe catalog (read-only; tests that break it use `recipes`)."""
+    from servebench.recipe import Catalog
+    return Catalog.load(REPO / "recipes")
+
+
+def by_id(catalog, profile_id: str):
+    return next(p for p in catalog.profiles if p.id == profile_id)

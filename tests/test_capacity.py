@@ -14,10 +14,6 @@ from servebench.recipe import Catalog
 from tests.conftest import REPO, edit
 
 
-@pytest.fixture(scope="module")
-def catalog():
-    return Catalog.load(REPO / "recipes")
-
 
 @pytest.fixture(scope="module")
 def models():

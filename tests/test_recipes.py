@@ -16,12 +16,6 @@ SEED = {
 }
 
 
-@pytest.fixture(scope="module")
-def catalog(request):
-    from pathlib import Path
-    return Catalog.load(Path(__file__).resolve().parent.parent / "recipes")
-
-
 def gb200(catalog):
     return [p for p in catalog.profiles if p.cluster.name == "gb200-nv"]
 

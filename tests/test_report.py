@@ -18,20 +18,13 @@ from servebench.matrix import Point
 from servebench.recipe import Catalog
 from servebench.server import metrics
 from servebench.verdict import failures, judge
-from tests.conftest import REPO
+from tests.conftest import REPO, by_id
 
 DATA = Path(__file__).parent / "data"
 LOCAL = DATA / "results-local"
 H200 = DATA / "h200"
 
 
-@pytest.fixture(scope="module")
-def catalog():
-    return Catalog.load(REPO / "recipes")
-
-
-def prof(catalog, pid):
-    return next(p for p in catalog.profiles if p.id == pid)
 
 
 def h200_result(profile, conc, run="ctx16k/offload-c8"):
@@ -63,8 +56,8 @@ def test_report_from_a_real_local_sweep(tmp_path, catalog):
 
 
 def test_offload_ab_at_shared_concurrencies(tmp_path, catalog):
-    base = [h200_result(prof(catalog, "kimi-k3-gb200-dep"), c, "ctx16k/base-c8") for c in (64, 128, 192, 256)]
-    off = [h200_result(prof(catalog, "kimi-k3-gb200-dep_offload"), c) for c in (128, 192, 256, 384)]
+    base = [h200_result(by_id(catalog, "kimi-k3-gb200-dep"), c, "ctx16k/base-c8") for c in (64, 128, 192, 256)]
+    off = [h200_result(by_id(catalog, "kimi-k3-gb200-dep_offload"), c) for c in (128, 192, 256, 384)]
     rep = report.write(results_dir(tmp_path, base + off), catalog=catalog)
     assert report.offload_pairs(rep.points) == [("kimi-k3-gb200-dep", "kimi-k3-gb200-dep_offload", [128, 192, 256])]
     md = (tmp_path / "results/report/report.md").read_text()
@@ -76,7 +69,7 @@ def test_offload_ab_at_shared_concurrencies(tmp_path, catalog):
 
 
 def test_missing_arm_single_point_and_failed_point_are_nan_free(tmp_path, catalog):
-    p = prof(catalog, "kimi-k3-gb200-dep_offload")
+    p = by_id(catalog, "kimi-k3-gb200-dep_offload")
     ok = h200_result(p, 128)
     failed = copy.deepcopy(ok)
     failed["identity"]["case_id"] = "kimi-k3-gb200-dep_offload-c192"
@@ -97,7 +90,7 @@ def test_missing_arm_single_point_and_failed_point_are_nan_free(tmp_path, catalo
 
 
 def test_invalid_result_files_are_listed_not_plotted(tmp_path, catalog):
-    bad = h200_result(prof(catalog, "kimi-k3-gb200-dep"), 64)
+    bad = h200_result(by_id(catalog, "kimi-k3-gb200-dep"), 64)
     del bad["throughput"]
     d = results_dir(tmp_path, [bad])
     (d / "points" / "torn.json").write_text("{")
@@ -118,7 +111,7 @@ def test_baseline_gate_fails_a_regression_beyond_the_tolerance(tmp_path, catalog
                           cwd=REPO).returncode == 0
     base = baseline.load(path)
     r = json.loads((LOCAL / "points/tiny-llama-cpu-vllm-c4.json").read_text())
-    p = prof(catalog, "tiny-llama-cpu-vllm")
+    p = by_id(catalog, "tiny-llama-cpu-vllm")
     tol = p.spec.gates.baseline_tolerance
     assert not any(m.startswith("regression") for m in failures(judge(r, p, base)))
     slow = copy.deepcopy(r)
@@ -148,7 +141,7 @@ def test_reuse_skips_matching_points_and_reruns_the_rest(pytester, catalog):
     # no serving venv in this copy: a point that must really run skips with that reason instead
     prior = pytester.path / "prior" / "points"
     prior.mkdir(parents=True)
-    vllm = prof(catalog, "tiny-llama-cpu-vllm")
+    vllm = by_id(catalog, "tiny-llama-cpu-vllm")
     for c in (1, 4):
         r = json.loads((LOCAL / f"points/tiny-llama-cpu-vllm-c{c}.json").read_text())
         r["identity"]["recipe_fingerprint"] = vllm.fingerprint if c == 1 else "0" * 64   # c4: another recipe

@@ -11,18 +11,11 @@ from servebench.matrix import Point
 from servebench.recipe import Catalog
 from servebench.server import metrics
 from servebench.verdict import failures, judge
-from tests.conftest import REPO, edit
+from tests.conftest import REPO, by_id, edit
 
 H200 = Path(__file__).parent / "data" / "h200"
 
 
-@pytest.fixture(scope="module")
-def catalog():
-    return Catalog.load(REPO / "recipes")
-
-
-def prof(catalog, name):
-    return next(p for p in catalog.profiles if p.id == name)
 
 
 def build(profile, run="ctx16k/offload-c8", conc=8):
@@ -35,7 +28,7 @@ def build(profile, run="ctx16k/offload-c8", conc=8):
 
 
 def test_real_aiperf_output_makes_a_valid_result(catalog):
-    r = build(prof(catalog, "kimi-k3-gb200-dep_offload"))
+    r = build(by_id(catalog, "kimi-k3-gb200-dep_offload"))
     assert results.validate(r) == []
     summary_json = json.loads((H200 / "ctx16k/offload-c8/profile_export_aiperf.json").read_text())
     assert r["requests"]["successful"] == summary_json["request_count"]["avg"] == 96
@@ -48,8 +41,8 @@ def test_real_aiperf_output_makes_a_valid_result(catalog):
 
 
 def test_per_gpu_throughput_divides_by_the_gpus_the_layout_uses(catalog):
-    dep = build(prof(catalog, "kimi-k3-gb200-dep"))           # TP4 x DP4: 16 GPUs, not TP's 4
-    tp = build(prof(catalog, "kimi-k3-gb200-tp"))             # TP16: 16 GPUs
+    dep = build(by_id(catalog, "kimi-k3-gb200-dep"))           # TP4 x DP4: 16 GPUs, not TP's 4
+    tp = build(by_id(catalog, "kimi-k3-gb200-tp"))             # TP16: 16 GPUs
     out = dep["throughput"]["output_tps"]
     assert dep["throughput"]["gpus"] == dep["identity"]["gpus"] == 16
     assert dep["throughput"]["output_tps_per_gpu"] == pytest.approx(out / 16)
@@ -62,13 +55,13 @@ def test_output_token_ratio_exposes_client_side_retokenization(catalog):
     # The H200 runs let AIPerf count output tokens by re-tokenizing the text (no --use-server-token-count): random
     # tokens do not round-trip, so AIPerf counts 10% more than the server generated (64 per request). The suite
     # passes --use-server-token-count; tests/test_live.py checks the ratio is 1.0 within 1% on a real server.
-    r = build(prof(catalog, "kimi-k3-gb200-dep_offload"))
+    r = build(by_id(catalog, "kimi-k3-gb200-dep_offload"))
     assert r["output_token_ratio"] == pytest.approx(1.10, abs=0.01)
     assert r["server"]["generation_tokens"] == 64 * (96 + 8)
 
 
 def test_context_overflow_is_classified_and_fails_the_error_gate_with_the_rate(catalog):
-    p = prof(catalog, "kimi-k3-gb200-dep")
+    p = by_id(catalog, "kimi-k3-gb200-dep")
     r = build(p, "ctx8k-overflow/base-c8")
     assert r["requests"]["errors_by_cause"] == {"context_overflow": 24}
     assert r["requests"]["error_rate"] == pytest.approx(0.25)
@@ -80,14 +73,14 @@ def test_context_overflow_is_classified_and_fails_the_error_gate_with_the_rate(c
 @pytest.mark.parametrize("path", [("throughput", "output_tps_per_gpu"), ("requests", "successful"),
                                   ("identity", "recipe_fingerprint"), ("output_token_ratio",)])
 def test_result_missing_a_required_field_is_rejected(catalog, path):
-    r = copy.deepcopy(build(prof(catalog, "kimi-k3-gb200-dep")))
+    r = copy.deepcopy(build(by_id(catalog, "kimi-k3-gb200-dep")))
     node = r
     for key in path[:-1]:
         node = node[key]
     del node[path[-1]]
     problems = results.validate(r)
     assert any(f"'{path[-1]}' is a required property" in p for p in problems), problems
-    assert failures(judge(r, prof(catalog, "kimi-k3-gb200-dep")))[0].startswith("result does not match")
+    assert failures(judge(r, by_id(catalog, "kimi-k3-gb200-dep")))[0].startswith("result does not match")
 
 
 def test_no_summary_when_every_request_failed(catalog, tmp_path):
@@ -96,7 +89,7 @@ def test_no_summary_when_every_request_failed(catalog, tmp_path):
     err = {"metadata": {"benchmark_phase": "profiling"}, "metrics": {"error_isl": {"value": 10}},
            "error": {"type": "ClientConnectorError", "message": "Cannot connect"}}
     (art / "profile_export.jsonl").write_text((json.dumps(err) + "\n") * 5)
-    p = prof(catalog, "kimi-k3-gb200-tp")
+    p = by_id(catalog, "kimi-k3-gb200-tp")
     r = results.build(Point(p, 1), run_id="r", artifact_dir=art, aiperf_exit_code=1, versions={}, before=None,
                       after=None, idle_wait_s=None, started_at="a", finished_at="b", logs=[])
     assert results.validate(r) == []
@@ -107,8 +100,8 @@ def test_no_summary_when_every_request_failed(catalog, tmp_path):
 
 
 def test_client_bound_point_fails_unless_allowed(catalog, recipes):
-    r = build(prof(catalog, "kimi-k3-gb200-dep"))      # effective concurrency 6.7 of 8 = 84% < 90%
-    msgs = failures(judge(r, prof(catalog, "kimi-k3-gb200-dep")))
+    r = build(by_id(catalog, "kimi-k3-gb200-dep"))      # effective concurrency 6.7 of 8 = 84% < 90%
+    msgs = failures(judge(r, by_id(catalog, "kimi-k3-gb200-dep")))
     assert any(m.startswith("client-bound: effective concurrency 6.") and "of target 8" in m for m in msgs)
     edit(recipes / "kimi-k3/gb200/dep.yaml", "  load:\n", "  gates: {allow_client_bound: true}\n  load:\n")
     relaxed = next(p for p in Catalog.load(recipes).profiles if p.name == "dep")
@@ -132,6 +125,6 @@ def test_write_atomic_leaves_no_partial_file(tmp_path):
 
 
 def test_junit_properties_carry_the_key_metrics(catalog):
-    props = summary.properties(build(prof(catalog, "kimi-k3-gb200-dep")))
+    props = summary.properties(build(by_id(catalog, "kimi-k3-gb200-dep")))
     assert props["gpus"] == 16 and props["error_rate"] == 0.0 and props["output_tps_per_gpu"] > 0
     assert props["case_id"] == "kimi-k3-gb200-dep-c8"

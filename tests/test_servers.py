@@ -11,18 +11,11 @@ from servebench.recipe import Catalog
 from servebench.rules import entrypoint_flags, offload_dram_budget
 from servebench.server import metrics
 from servebench.server.plan import DETECT_INTERFACES, cli_args, dry_placement, placement_for, plan
-from tests.conftest import REPO, edit
+from tests.conftest import REPO, by_id, edit
 
 H200 = Path(__file__).parent / "data" / "h200"
 
 
-@pytest.fixture(scope="module")
-def catalog():
-    return Catalog.load(REPO / "recipes")
-
-
-def one(catalog, name):
-    return next(p for p in catalog.profiles if p.id == name)
 
 
 def workers(sp):
@@ -30,7 +23,7 @@ def workers(sp):
 
 
 def test_tp16_one_process_per_node_three_headless_followers(catalog):
-    sp = plan(one(catalog, "kimi-k3-gb200-tp"), dry_placement(one(catalog, "kimi-k3-gb200-tp")))
+    sp = plan(by_id(catalog, "kimi-k3-gb200-tp"), dry_placement(by_id(catalog, "kimi-k3-gb200-tp")))
     ws = workers(sp)
     assert [w.rank for w in ws] == [0, 1, 2, 3]
     assert [w.role for w in ws] == ["worker", "headless", "headless", "headless"]
@@ -47,7 +40,7 @@ def test_tp16_one_process_per_node_three_headless_followers(catalog):
 
 @pytest.mark.parametrize("name", ["kimi-k3-gb200-dep", "kimi-k3-gb200-dep_offload"])
 def test_dep16_four_engines_four_metrics_urls(catalog, name):
-    prof = one(catalog, name)
+    prof = by_id(catalog, name)
     sp = plan(prof, dry_placement(prof))
     ws = workers(sp)
     assert len(ws) == 4 and all(w.role == "worker" for w in ws)
@@ -74,7 +67,7 @@ def test_dep16_four_engines_four_metrics_urls(catalog, name):
 
 
 def test_frontend_on_head_with_router_args_and_no_backend_env(catalog):
-    sp = plan(one(catalog, "kimi-k3-gb200-dep"), dry_placement(one(catalog, "kimi-k3-gb200-dep")))
+    sp = plan(by_id(catalog, "kimi-k3-gb200-dep"), dry_placement(by_id(catalog, "kimi-k3-gb200-dep")))
     fe = sp.proc("frontend")
     assert fe.rank == 0 and list(fe.argv[:3]) == ["python3", "-m", "dynamo.frontend"]
     assert "--router-mode" in fe.argv and fe.argv[fe.argv.index("--router-mode") + 1] == "kv"
@@ -85,7 +78,7 @@ def test_frontend_on_head_with_router_args_and_no_backend_env(catalog):
 
 
 def test_interfaces_detected_on_the_node_unless_the_cluster_names_them(catalog):
-    prof = one(catalog, "kimi-k3-gb200-dep")
+    prof = by_id(catalog, "kimi-k3-gb200-dep")
     detected = workers(plan(prof, dry_placement(prof)))[0]
     assert tuple(detected.argv[:len(DETECT_INTERFACES)]) == DETECT_INTERFACES
     assert "NCCL_SOCKET_IFNAME" not in detected.env
@@ -96,19 +89,19 @@ def test_interfaces_detected_on_the_node_unless_the_cluster_names_them(catalog):
 
 
 def test_local_profiles_render_for_this_machine(catalog):
-    sp = plan(one(catalog, "tiny-llama-cpu-vllm"), dry_placement(one(catalog, "tiny-llama-cpu-vllm")))
+    sp = plan(by_id(catalog, "tiny-llama-cpu-vllm"), dry_placement(by_id(catalog, "tiny-llama-cpu-vllm")))
     (w,) = sp.processes
     assert w.argv[:3] == ("./.venvs/serve/bin/python", "-m", "vllm.entrypoints.openai.api_server")
     assert w.env["VLLM_CPU_KVCACHE_SPACE"] is None          # unset, never empty
     assert sp.health_urls == ("http://127.0.0.1:8000/health",)
-    dyn = plan(one(catalog, "tiny-llama-cpu-dynamo"), dry_placement(one(catalog, "tiny-llama-cpu-dynamo")))
+    dyn = plan(by_id(catalog, "tiny-llama-cpu-dynamo"), dry_placement(by_id(catalog, "tiny-llama-cpu-dynamo")))
     assert [p.name for p in dyn.processes] == ["frontend", "worker0"]          # file discovery: no etcd/nats
     assert dyn.proc("worker0").env["DYN_DISCOVERY_BACKEND"] == "file"
 
 
 def test_argv_is_a_list_and_hostile_values_stay_literal(catalog, recipes):
     edit(recipes / "local/base.yaml", "served-model-name: tiny", "served-model-name: 'x; rm -rf ~ $(id)'")
-    prof = one(Catalog.load(recipes), "tiny-llama-cpu-vllm")
+    prof = by_id(Catalog.load(recipes), "tiny-llama-cpu-vllm")
     w = plan(prof, dry_placement(prof)).processes[0]
     assert "x; rm -rf ~ $(id)" in w.argv
 
@@ -168,7 +161,7 @@ def test_flag_table_holds_both_entrypoints():
 # ---- CPU KV offload: config and DRAM budget (the connector itself only runs on a GPU) ----
 
 def test_local_offload_arm_renders_the_connector(catalog):
-    prof = one(catalog, "tiny-llama-cpu-dynamo_offload")
+    prof = by_id(catalog, "tiny-llama-cpu-dynamo_offload")
     w = plan(prof, dry_placement(prof)).proc("worker0")
     cfg = json.loads(w.argv[w.argv.index("--kv-transfer-config") + 1])
     assert cfg == {"kv_connector": "SimpleCPUOffloadConnector", "kv_role": "kv_both",
@@ -220,7 +213,7 @@ def test_engines_are_summed_and_counted():
 
 def test_running_versions_must_match_the_recipe_identity(catalog):
     from servebench.server.deploy import ServerError, check_identity
-    prof = one(catalog, "tiny-llama-cpu-dynamo")
+    prof = by_id(catalog, "tiny-llama-cpu-dynamo")
     check_identity(prof, {"vllm": "0.31.0+cpu", "dynamo": "1.6.1"})          # local build suffix is fine
     with pytest.raises(ServerError, match=r"dynamo: server reports 1\.6\.0, recipe identity\.frameworks\.dynamo says 1\.6\.1"):
         check_identity(prof, {"vllm": "0.31.0", "dynamo": "1.6.0"})
