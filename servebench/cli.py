@@ -148,6 +148,48 @@ def cmd_baseline(args) -> int:
     return 0 if data["points"] else 1
 
 
+def cmd_flags(args) -> int:
+    """Every server process's flags through the real parsers installed in the serving venv."""
+    import subprocess
+    import tempfile
+
+    from .server.plan import DETECT_INTERFACES, dry_placement, plan
+
+    # The real parser is the judge here, so the pinned-table rule is not applied first.
+    cat = Catalog.load(args.recipes, skip_rules={"entrypoint-flags"})
+    profiles = [p for t in args.targets for p in _many(cat, t)] if args.targets else cat.profiles
+    python = Path(args.python)
+    if not python.exists():
+        print(f"{python} not found: run scripts/install-servers (or pass --python)", file=sys.stderr)
+        return 2
+    requests = []
+    for prof in profiles:
+        for proc in plan(prof, dry_placement(prof)).processes:
+            argv = list(proc.argv)
+            if tuple(argv[:len(DETECT_INTERFACES)]) == DETECT_INTERFACES:
+                argv = argv[len(DETECT_INTERFACES):]
+            if "-m" in argv[:3] and argv[argv.index("-m") + 1] in ("dynamo.vllm", "dynamo.frontend"):
+                entry, rest = argv[argv.index("-m") + 1], argv[argv.index("-m") + 2:]
+            elif "--model" in argv and proc.role in ("worker", "headless"):
+                entry, rest = "vllm serve", argv[argv.index("--model"):]
+            else:
+                continue                                  # etcd, nats
+            requests.append({"id": f"{prof.id} {proc.name}", "entrypoint": entry, "args": rest})
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as fh:
+        json.dump(requests, fh)
+        fh.flush()
+        done = subprocess.run([str(python), str(Path(__file__).resolve().parent.parent / "scripts" / "flag-table"),
+                               "--parse", fh.name], capture_output=True, text=True)
+    if done.returncode != 0:
+        print(done.stderr[-2000:], file=sys.stderr)
+        return 2
+    answers = json.loads(done.stdout.strip().splitlines()[-1])
+    entry = {r["id"]: r["entrypoint"] for r in requests}
+    for a in answers:
+        print(f"{a['id']:45} {entry[a['id']]:16} " + ("ok" if a["ok"] else f"REJECTED: {a['error']}"))
+    return 0 if all(a["ok"] for a in answers) else 1
+
+
 def cmd_changelog_check(args) -> int:
     path = Path(args.file)
     if not path.is_file():
@@ -199,6 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="e.g. baselines/<cluster>.json")
     p.add_argument("--cluster", help="when the results hold several clusters")
     p.set_defaults(func=cmd_baseline)
+
+    p = sub.add_parser("flags", help="parse every server process's flags with the real parsers of the serving venv")
+    p.add_argument("targets", nargs="*", help="profiles (default: all)")
+    p.add_argument("--python", default=".venvs/serve/bin/python", help="interpreter with vLLM/Dynamo installed")
+    p.set_defaults(func=cmd_flags)
 
     p = sub.add_parser("changelog", help="perf-changelog.yaml tools")
     csub = p.add_subparsers(dest="changelog_command", required=True)

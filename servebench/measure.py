@@ -65,8 +65,8 @@ def _now() -> str:
 
 
 def measure(point: Point, dep: Deployment, *, run_id: str, results_dir: Path, aiperf_bin: str,
-            tokenizer_dir: Path, progress=None) -> Measured:
-    """``progress(text)`` receives a status line every few seconds while AIPerf runs."""
+            tokenizer_dir: Path, progress=None, tick_s: float = 15.0) -> Measured:
+    """``progress(text)`` receives a status line every ``tick_s`` seconds while AIPerf runs."""
     prof, load = point.profile, point.profile.spec.load
     case = results_dir / prof.id / point.id
     case.mkdir(parents=True, exist_ok=True)
@@ -110,7 +110,7 @@ def measure(point: Point, dep: Deployment, *, run_id: str, results_dir: Path, ai
                  f"{aiperf.errors_so_far(artifact)} errors so far")
 
     try:
-        rc = aiperf.run(inv, timeout=load.duration_s + load.warmup_grace_s + 900, on_tick=tick)
+        rc = aiperf.run(inv, timeout=load.duration_s + load.warmup_grace_s + 900, on_tick=tick, tick_s=tick_s)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         after = None

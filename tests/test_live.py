@@ -125,9 +125,13 @@ def test_real_server_streams_chat_and_its_counters_add_up(kind, catalog, tiny_mo
 
 def test_real_aiperf_point_on_real_server(catalog, vllm_server, tmp_path):
     prof = profile(catalog, "vllm")
+    status: list[str] = []
     out = measure(Point(prof, 2), vllm_server, run_id="live", results_dir=tmp_path, aiperf_bin=str(AIPERF),
-                  tokenizer_dir=vllm_server.tokenizer_dir)
+                  tokenizer_dir=vllm_server.tokenizer_dir, progress=status.append, tick_s=2)
     r = out.result
+    assert status and all(s.startswith("tiny-llama-cpu-vllm-c2: ") and " requests done, " in s and
+                          s.endswith(" errors so far") for s in status), status
+    assert any(not s.split(", ")[1].startswith("0 requests") for s in status), status   # counts move
     assert validate(r) == [] and out.path.is_file() and out.copy.is_file()
     assert r["run"]["aiperf_exit_code"] == 0 and r["requests"]["successful"] > 0 and r["requests"]["errors"] == 0
     assert r["output_token_ratio"] == pytest.approx(1.0, abs=0.01)
@@ -192,3 +196,31 @@ def test_all_requests_failing_is_a_failed_point_not_a_crash(catalog, tiny_model,
     assert r["requests"]["successful"] == 0 and r["requests"]["errors"] > 0
     msgs = failures(judge(r, prof))
     assert msgs[0].startswith("0 successful requests of"), msgs
+
+
+# ---- flags through the real parsers installed here ----
+
+def run_cli(*args):
+    import subprocess
+    return subprocess.run([sys.executable, "-m", "servebench", *args], cwd=REPO, capture_output=True, text=True)
+
+
+def test_real_parsers_accept_shipped_flags_and_reject_a_vllm_serve_flag_on_the_worker(installed, recipes):
+    ok = run_cli("flags")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "kimi-k3-gb200-dep worker3" in ok.stdout and "REJECTED" not in ok.stdout
+    edit(recipes / "local/base.yaml", "      max-num-seqs: 16\n", "      max-num-seqs: 16\n      tool-call-parser: hermes\n")
+    bad = run_cli("--recipes", str(recipes), "flags", "tiny-llama-cpu-dynamo", "tiny-llama-cpu-vllm")
+    assert bad.returncode == 1
+    assert "tiny-llama-cpu-dynamo worker0" in bad.stdout and "unrecognized arguments: --tool-call-parser hermes" in bad.stdout
+    assert any(ln.startswith("tiny-llama-cpu-vllm worker0") and ln.endswith(" ok") for ln in bad.stdout.splitlines())
+
+
+def test_pinned_flag_table_matches_the_installed_parsers(installed, tmp_path):
+    import subprocess
+    out = tmp_path / "table.json"
+    subprocess.run([str(SERVE_PY), str(REPO / "scripts/flag-table"), "--out", str(out)], check=True,
+                   capture_output=True)
+    fresh = json.loads(out.read_text())
+    pinned = json.loads((REPO / "servebench/data/flags/dynamo-1.6.1_vllm-0.31.0.json").read_text())
+    assert fresh["versions"] == pinned["versions"] and fresh["entrypoints"] == pinned["entrypoints"]

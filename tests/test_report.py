@@ -171,3 +171,30 @@ def test_ci_workflow_runs_the_readme_test_command():
     ci = (REPO / ".github/workflows/ci.yml").read_text()
     assert ".ci/run" in ci and "results/junit-ci.xml" in ci and "report.md" in ci
     assert 'scripts/test -p no:cacheprovider --junitxml=results/junit-ci.xml' in (REPO / ".ci/run").read_text()
+
+
+def test_junit_properties_and_summary_under_xdist(pytester, catalog):
+    """Every case's metrics reach the controller's junit XML and summary table from xdist workers."""
+    for name in ("conftest.py", "pytest.ini"):
+        shutil.copy(REPO / name, pytester.path / name)
+    for name in ("recipes", "benchmarks"):
+        shutil.copytree(REPO / name, pytester.path / name)
+    prior = pytester.path / "prior" / "points"
+    prior.mkdir(parents=True)
+    for src in (LOCAL / "points").glob("*.json"):        # real results, re-keyed to today's recipes
+        r = json.loads(src.read_text())
+        r["identity"]["recipe_fingerprint"] = by_id(catalog, r["identity"]["profile"]).fingerprint
+        (prior / src.name).write_text(json.dumps(r))
+    res = pytester.runpytest_subprocess("benchmarks", "-m", "local and not offload", "-n", "2", "--dist", "loadgroup",
+                                        "--reuse-results", str(prior.parent), "--junitxml", "junit.xml",
+                                        "--results-dir", "out")
+    res.assert_outcomes(passed=4)
+    import xml.etree.ElementTree as ET
+    cases = ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
+    props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in cases}
+    assert len(props) == 4
+    for name, prop in props.items():
+        assert float(prop["output_tps_per_gpu"]) > 0 and prop["error_rate"] == "0.0" and prop["reused"], name
+    summary_md = (pytester.path / "out/summary.md").read_text()
+    assert summary_md.count("passed (reused)") == 4
+    assert (pytester.path / "out/report/report.md").is_file()

@@ -286,3 +286,19 @@ def test_recipe_values_stay_literal_in_the_job_script(slurm, tmp_path):
         alloc.release()
     assert not Path(f"/tmp/pwned-{token}").exists()
 
+
+
+def test_pytest_timeout_leaves_nothing_behind(slurm_suite, tmp_path, monkeypatch):
+    """pytest-timeout's signal method fails the case and unwinds: teardown releases the job and the processes."""
+    token = f"sbtest-{uuid.uuid4().hex[:8]}"
+    (slurm_suite.path / "benchmarks/test_hold.py").write_text(HOLD.replace("TOKEN", token))
+    monkeypatch.setenv("HOLD_SECONDS", "300")
+    results = tmp_path / "results"
+    res = slurm_suite.runpytest_subprocess("benchmarks", "-k", "alpha-c1", "-p", "timeout", "--timeout", "20",
+                                           "--timeout-method", "signal", "--results-dir", str(results))
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*Timeout*"])
+    alloc = json.loads((results / "manifest.json").read_text())["allocations"][0]
+    assert alloc["released_at"]
+    assert subprocess.run(["squeue", "-h", "-j", alloc["job_id"]], capture_output=True, text=True).stdout.strip() == ""
+    wait_for(lambda: not processes_with(token), 15, "processes to exit")
