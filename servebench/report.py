@@ -235,11 +235,15 @@ def markdown(rep: Report, plots: list[Path], ab_sections: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(results_dir: Path, out_dir: Path | None = None, catalog=None) -> Report:
+def write(results_dir: Path, out_dir: Path | None = None, catalog=None, only: set[str] | None = None) -> Report:
+    """Write the report; ``only`` limits it to these case ids (the end of a session reports its own points)."""
     results_dir = Path(results_dir)
     out = Path(out_dir) if out_dir else results_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     points, rejected = load_points(results_dir)
+    if only is not None:
+        points = [r for r in points if r["identity"]["case_id"] in only]
+        rejected = {k: v for k, v in rejected.items() if k.removesuffix(".json") in only}
     rep = Report(points, rejected, verdicts(points, catalog))
     plots = []
     for (model, cluster), profiles in sorted(_groups(points).items()):
