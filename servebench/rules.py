@@ -59,7 +59,7 @@ def layout_matches_flags(p: Profile) -> Iterator[Problem]:
         if have != getattr(lay, dim):
             yield _rp(p, _flag_path(p, flag),
                       f"vLLM gets --{flag} {have} but profile.layout.{dim} is {getattr(lay, dim)}",
-                      f"make them agree (the layout is what results report)")
+                      "make them agree (the layout is what results report)")
 
 
 def expert_parallel(p: Profile) -> Iterator[Problem]:

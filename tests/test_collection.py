@@ -1,7 +1,6 @@
 """The sweep as pytest cases, exercised as users type the commands (pytest subprocesses on a repo copy)."""
 
 import shutil
-from pathlib import Path
 
 import pytest
 

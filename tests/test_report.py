@@ -15,7 +15,6 @@ import pytest
 
 from servebench import baseline, report, results
 from servebench.matrix import Point
-from servebench.recipe import Catalog
 from servebench.server import metrics
 from servebench.verdict import failures, judge
 from tests.conftest import REPO, by_id

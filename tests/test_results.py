@@ -11,7 +11,7 @@ from servebench.matrix import Point
 from servebench.recipe import Catalog
 from servebench.server import metrics
 from servebench.verdict import failures, judge
-from tests.conftest import REPO, by_id, edit
+from tests.conftest import by_id, edit
 
 H200 = Path(__file__).parent / "data" / "h200"
 

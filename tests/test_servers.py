@@ -11,7 +11,7 @@ from servebench.recipe import Catalog
 from servebench.rules import entrypoint_flags, offload_dram_budget
 from servebench.server import metrics
 from servebench.server.plan import DETECT_INTERFACES, cli_args, dry_placement, placement_for, plan
-from tests.conftest import REPO, by_id, edit
+from tests.conftest import by_id, edit
 
 H200 = Path(__file__).parent / "data" / "h200"
 

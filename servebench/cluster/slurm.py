@@ -11,7 +11,6 @@ import shlex
 import shutil
 import subprocess
 import time
-from pathlib import Path
 
 from .base import Allocation, AllocationRequest, Backend, ClusterError
 
