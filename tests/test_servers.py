@@ -217,3 +217,16 @@ def test_running_versions_must_match_the_recipe_identity(catalog):
     check_identity(prof, {"vllm": "0.31.0+cpu", "dynamo": "1.6.1"})          # local build suffix is fine
     with pytest.raises(ServerError, match=r"dynamo: server reports 1\.6\.0, recipe identity\.frameworks\.dynamo says 1\.6\.1"):
         check_identity(prof, {"vllm": "0.31.0", "dynamo": "1.6.0"})
+
+
+def test_per_rank_dp_launch_and_per_node_environment(catalog, recipes):
+    edit(recipes / "kimi-k3/gb200/dep.yaml", "  backend:\n", "  backend:\n    dp_launch_mode: per_rank\n")
+    prof = by_id(Catalog.load(recipes), "kimi-k3-gb200-dep")
+    ws = workers(plan(prof, dry_placement(prof)))
+    for w in ws:
+        argv = list(w.argv)
+        assert argv[argv.index("--data-parallel-rank") + 1] == str(w.rank)
+        assert "--data-parallel-hybrid-lb" not in argv and "--data-parallel-size-local" not in argv
+    local = by_id(catalog, "tiny-llama-cpu-vllm")
+    (w,) = plan(local, dry_placement(local)).processes
+    assert w.env["VLLM_CPU_OMP_THREADS_BIND"] == "0"            # cluster runtime.node_environment[0]

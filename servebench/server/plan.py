@@ -74,6 +74,7 @@ class Placement:
     vllm_serve: tuple[str, ...] = ("vllm", "serve")
     ports: Ports = Ports()
     environment: dict[str, str | None] = field(default_factory=dict)   # cluster-wide, None = unset
+    node_environment: tuple[dict[str, str], ...] = ()                  # per node rank, workers only
     discovery: str = "etcd"
     interfaces: tuple[str | None, str | None] = (None, None)           # NCCL, Gloo (None = detect)
 
@@ -181,7 +182,13 @@ def plan(profile: Profile, where: Placement) -> ServerPlan:
     for rank in range(nnodes):
         topo: list[str] = []
         headless = False
-        if dp_mode and replica <= gpus_per_node:
+        if dp_mode and replica <= gpus_per_node and r.backend.dp_launch_mode == "per_rank" and \
+                gpus_per_node == replica:
+            # srt-slurm's per_rank mode: one process per DP rank, each its own (externally balanced) engine.
+            topo = ["--data-parallel-rank", str(rank), "--data-parallel-address", head,
+                    "--data-parallel-rpc-port", dp_rpc]
+            owned = range(rank, rank + 1)
+        elif dp_mode and replica <= gpus_per_node:
             local = gpus_per_node // replica
             topo = ["--data-parallel-size-local", str(local), "--data-parallel-start-rank", str(rank * local),
                     "--data-parallel-address", head, "--data-parallel-rpc-port", dp_rpc,
@@ -199,6 +206,8 @@ def plan(profile: Profile, where: Placement) -> ServerPlan:
         else:
             owned = range(dp)
         env = dict(base_env)
+        if rank < len(where.node_environment):
+            env.update(where.node_environment[rank])
         if kind == "dynamo":
             sysport = where.ports.system + rank
             argv = [where.python, "-m", "dynamo.vllm", "--model", where.model, "--served-model-name", name]
@@ -325,6 +334,7 @@ def placement_for(profile: Profile, nodes: list[str], addresses: list[str], work
         nodes=tuple(nodes), addresses=tuple(addresses), model=model_argument(profile, model_dir)[0],
         workdir=workdir, python=local_path(rt.python), vllm_serve=tuple(local_path(a) for a in rt.vllm_serve),
         ports=ports, environment=dict(rt.environment), discovery=rt.discovery,
+        node_environment=tuple(dict(e) for e in rt.node_environment),
         interfaces=(net.nccl_socket_ifname, net.gloo_socket_ifname))
 
 
