@@ -70,6 +70,12 @@ def pytest_configure(config: pytest.Config) -> None:
     results = Path(config.getoption("--results-dir"))
     config.stash[_MANIFEST] = Manifest(results, run_id, worker["workerid"] if worker else "main")
     config.pluginmanager.register(summary.Collector(config), "servebench-summary")
+    if config.getoption("--baseline"):
+        from .baseline import load
+        try:
+            config.stash[_BASELINE] = load(Path(config.getoption("--baseline")))
+        except ValueError as err:   # a bad baseline stops the run before anything is allocated
+            raise pytest.UsageError(str(err)) from None
     atexit.register(release_all)
     if threading.current_thread() is threading.main_thread():
         # SIGTERM (a CI cancel, scancel of the login job, a timeout wrapper) unwinds like Ctrl-C:
@@ -314,18 +320,17 @@ def measured(point: Point, profile: Profile, request: pytest.FixtureRequest, rec
         try:
             out = measure(point, deployment, run_id=config.stash[_RUN_ID], results_dir=_results_dir(config),
                           aiperf_bin=str(aiperf), tokenizer_dir=deployment.tokenizer_dir, progress=progress)
-        except NotIdle as err:
-            pytest.fail(str(err), pytrace=False)
+        except (NotIdle, ProcessDied) as err:
+            pytest.fail(f"{point.id}: {err}", pytrace=False)
     for name, value in summary.properties(out.result).items():
         record_property(name, value)
     return out
 
 
+_BASELINE = pytest.StashKey[dict]()
+
+
 @pytest.fixture(scope="session")
 def baseline(request: pytest.FixtureRequest):
-    """The --baseline file's points by case id (None without --baseline)."""
-    path = request.config.getoption("--baseline")
-    if not path:
-        return None
-    from .baseline import load
-    return load(Path(path))
+    """The --baseline file (read and checked once, at start-up), or None."""
+    return request.config.stash.get(_BASELINE, None)
