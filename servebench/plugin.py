@@ -315,8 +315,7 @@ def measured(point: Point, profile: Profile, request: pytest.FixtureRequest, rec
         request.node.stash[_ALLOC] = deployment.allocation
         aiperf = Path(config.getoption("--aiperf-bin"))
         aiperf = aiperf if aiperf.is_absolute() else Path(config.rootpath) / aiperf
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        progress = (lambda text: reporter.write_line(f"    {text}")) if reporter is not None else None
+        progress = _status_line(config)
         try:
             out = measure(point, deployment, run_id=config.stash[_RUN_ID], results_dir=_results_dir(config),
                           aiperf_bin=str(aiperf), tokenizer_dir=deployment.tokenizer_dir, progress=progress)
@@ -325,6 +324,22 @@ def measured(point: Point, profile: Profile, request: pytest.FixtureRequest, rec
     for name, value in summary.properties(out.result).items():
         record_property(name, value)
     return out
+
+
+def _status_line(config: pytest.Config):
+    """A writer of live status lines to the real terminal, past pytest's output capture (None without one)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        return None
+
+    def write(text: str) -> None:
+        if capture is not None:
+            with capture.global_and_fixture_disabled():
+                reporter.write_line(f"    {text}")
+        else:
+            reporter.write_line(f"    {text}")
+    return write
 
 
 _BASELINE = pytest.StashKey[dict]()
