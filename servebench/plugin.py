@@ -280,7 +280,7 @@ def deployment(profile: Profile, allocation: Allocation, request: pytest.Fixture
     work = _results_dir(config) / profile.id
     logs = work / "logs"
     model_dir = _model_dir(profile, config, logs)
-    local = allocation.backend == "local"
+    local = allocation.backend == "local" or profile.cluster.kind == "embedded"   # nodes share this host
     where = placement_for(profile, allocation.nodes, allocation.addresses(), str(work), root=str(config.rootpath),
                           model_dir=str(model_dir) if model_dir else None,
                           ports=_free_ports(config, len(allocation.nodes)) if local else Ports())
