@@ -17,11 +17,16 @@ def cache_root() -> Path:
     return Path(os.environ.get("SERVEBENCH_CACHE", Path.home() / ".cache" / "servebench")) / "models"
 
 
+def cached_path(alias: str) -> Path:
+    """Where generated model ``alias`` lives (whether or not it has been generated yet)."""
+    key = hashlib.sha256(GENERATOR.read_bytes() + repr(GENERATED[alias]).encode()).hexdigest()[:12]
+    return cache_root() / f"{alias}-{key}"
+
+
 def ensure_model(alias: str, python: str, log: Path) -> Path:
     """The directory of generated model ``alias``; generated with ``python`` (the serving venv) if not cached."""
     args = GENERATED[alias]
-    key = hashlib.sha256(GENERATOR.read_bytes() + repr(args).encode()).hexdigest()[:12]
-    out = cache_root() / f"{alias}-{key}"
+    out = cached_path(alias)
     if (out / "config.json").is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)

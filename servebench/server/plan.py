@@ -340,12 +340,16 @@ def placement_for(profile: Profile, nodes: list[str], addresses: list[str], work
 
 def dry_placement(profile: Profile) -> Placement:
     """Placeholder node names for rendering without an allocation."""
+    from ..models import GENERATED, cached_path
+
     n = profile.recipe.resources.total_nodes
+    alias = profile.recipe.model.path
+    model_dir = str(cached_path(alias)) if alias in GENERATED else None
     if profile.cluster.backend == "local":
         names = [f"local{i}" for i in range(n)]
-        return placement_for(profile, names, ["127.0.0.1"] * n, f"results/{profile.id}")
+        return placement_for(profile, names, ["127.0.0.1"] * n, f"results/{profile.id}", model_dir=model_dir)
     names = [f"node{i}" for i in range(n)]
-    return placement_for(profile, names, names, f"results/{profile.id}")
+    return placement_for(profile, names, names, f"results/{profile.id}", model_dir=model_dir)
 
 
 def free_ports(nodes: int, start: int = 0) -> Ports:
