@@ -37,3 +37,11 @@ def catalog():
 
 def by_id(catalog, profile_id: str):
     return next(p for p in catalog.profiles if p.id == profile_id)
+
+
+def copy_suite(dest: Path) -> None:
+    """The suite as a user checks it out (plugin config, recipes, benchmark cases), for pytester runs."""
+    for name in ("conftest.py", "pytest.ini"):
+        shutil.copy(REPO / name, dest / name)
+    for name in ("recipes", "benchmarks"):
+        shutil.copytree(REPO / name, dest / name)

@@ -1,18 +1,14 @@
 """The sweep as pytest cases, exercised as users type the commands (pytest subprocesses on a repo copy)."""
 
-import shutil
 
 import pytest
 
-from tests.conftest import edit
+from tests.conftest import copy_suite, edit
 
 
 @pytest.fixture
 def suite(pytester, repo):
-    for name in ("conftest.py", "pytest.ini"):
-        shutil.copy(repo / name, pytester.path / name)
-    for name in ("recipes", "benchmarks"):
-        shutil.copytree(repo / name, pytester.path / name)
+    copy_suite(pytester.path)
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "test_offline.py").write_text("def test_offline():\n    assert 1 + 1 == 2\n")
     return pytester

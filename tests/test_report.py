@@ -17,7 +17,7 @@ from servebench import baseline, report, results
 from servebench.matrix import Point
 from servebench.server import metrics
 from servebench.verdict import failures, judge
-from tests.conftest import REPO, by_id
+from tests.conftest import REPO, by_id, copy_suite
 
 DATA = Path(__file__).parent / "data"
 LOCAL = DATA / "results-local"
@@ -133,10 +133,7 @@ def test_bad_baseline_file_names_the_problem(tmp_path):
 # ---- reuse of prior results ----
 
 def test_reuse_skips_matching_points_and_reruns_the_rest(pytester, catalog):
-    for name in ("conftest.py", "pytest.ini"):
-        shutil.copy(REPO / name, pytester.path / name)
-    for name in ("recipes", "benchmarks"):
-        shutil.copytree(REPO / name, pytester.path / name)
+    copy_suite(pytester.path)
     # no serving venv in this copy: a point that must really run skips with that reason instead
     prior = pytester.path / "prior" / "points"
     prior.mkdir(parents=True)
@@ -174,10 +171,7 @@ def test_ci_workflow_runs_the_readme_test_command():
 
 def test_junit_properties_and_summary_under_xdist(pytester, catalog):
     """Every case's metrics reach the controller's junit XML and summary table from xdist workers."""
-    for name in ("conftest.py", "pytest.ini"):
-        shutil.copy(REPO / name, pytester.path / name)
-    for name in ("recipes", "benchmarks"):
-        shutil.copytree(REPO / name, pytester.path / name)
+    copy_suite(pytester.path)
     prior = pytester.path / "prior" / "points"
     prior.mkdir(parents=True)
     for src in (LOCAL / "points").glob("*.json"):        # real results, re-keyed to today's recipes

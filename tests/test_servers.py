@@ -11,7 +11,7 @@ from servebench.recipe import Catalog
 from servebench.rules import entrypoint_flags, offload_dram_budget
 from servebench.server import metrics
 from servebench.server.plan import DETECT_INTERFACES, cli_args, dry_placement, placement_for, plan
-from tests.conftest import by_id, edit
+from tests.conftest import by_id, copy_suite, edit
 
 H200 = Path(__file__).parent / "data" / "h200"
 
@@ -121,11 +121,7 @@ def test_shipped_recipes_pass_the_flag_tables(catalog):
 
 
 def test_vllm_serve_flag_on_dynamo_worker_is_rejected_at_collection(pytester, repo):
-    import shutil
-    for name in ("conftest.py", "pytest.ini"):
-        shutil.copy(repo / name, pytester.path / name)
-    for name in ("recipes", "benchmarks"):
-        shutil.copytree(repo / name, pytester.path / name)
+    copy_suite(pytester.path)
     edit(pytester.path / "recipes/kimi-k3/gb200/dep.yaml", "        max-num-seqs: 64\n",
          "        max-num-seqs: 64\n        tool-call-parser: kimi_k2\n")
     res = pytester.runpytest_subprocess("benchmarks", "--collect-only", "-q")
