@@ -22,8 +22,9 @@ def workers(sp):
     return [p for p in sp.processes if p.role in ("worker", "headless")]
 
 
-def test_tp16_one_process_per_node_three_headless_followers(catalog):
-    sp = plan(by_id(catalog, "kimi-k3-gb200-tp"), dry_placement(by_id(catalog, "kimi-k3-gb200-tp")))
+@pytest.mark.parametrize("name", ["kimi-k3-gb200-tp", "kimi-k3-gb200-tep"])
+def test_tp16_one_process_per_node_three_headless_followers(catalog, name):
+    sp = plan(by_id(catalog, name), dry_placement(by_id(catalog, name)))
     ws = workers(sp)
     assert [w.rank for w in ws] == [0, 1, 2, 3]
     assert [w.role for w in ws] == ["worker", "headless", "headless", "headless"]
