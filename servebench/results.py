@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections import Counter
 from importlib import resources
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 
 import jsonschema
 
+from . import yamlio
 from .matrix import Point
 from .server.metrics import Snapshot
 
@@ -39,16 +38,8 @@ def validate(result: Any) -> list[str]:
 
 
 def write_atomic(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1, allow_nan=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """The result as JSON, atomically (yamlio.write_atomic); NaN or infinity raise before anything is written."""
+    yamlio.write_atomic(path, json.dumps(data, indent=1, allow_nan=False) + "\n")
 
 
 def _stat(summary: dict, name: str, stat: str = "avg") -> float | None:

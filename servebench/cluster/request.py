@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..recipe import Profile
-from ..server.plan import model_argument
 from .base import AllocationRequest
 
 
@@ -24,3 +23,12 @@ def request_for(profile: Profile, run_id: str, results_dir: Path | str) -> Alloc
         container_mounts={**model_argument(profile)[1], **r.container_mounts} if cl.slurm.pyxis else {},
         workdir=Path(results_dir) / profile.id,
     )
+
+
+def model_argument(profile: Profile, model_dir: str | None = None) -> tuple[str, dict[str, str]]:
+    """The --model value the processes see, and the container mounts it needs (pyxis: host dir -> /model)."""
+    cl, alias = profile.cluster, profile.recipe.model.path
+    host = model_dir or cl.runtime.model_paths.get(alias) or alias
+    if cl.slurm.pyxis and profile.recipe.model.container:
+        return cl.runtime.container_model_dir, {host: cl.runtime.container_model_dir}
+    return host, {}

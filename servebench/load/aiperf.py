@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cluster.base import stop_process_group
 from ..matrix import Point
 from ..recipe import Profile
 from ..server.plan import ServerPlan
@@ -113,7 +114,7 @@ def run(inv: Invocation, timeout: float, on_tick=None, tick_s: float = 15.0) -> 
                     if on_tick is not None:
                         on_tick(time.monotonic() - start)
         except BaseException:
-            _kill_group(proc)
+            stop_process_group(proc)
             raise
 
 
@@ -125,18 +126,3 @@ def errors_so_far(artifact_dir: Path) -> int:
             return sum(1 for line in fh if b'"error":' in line)
     except OSError:
         return 0
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    import signal
-
-    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                return
-            time.sleep(0.2)

@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cluster.request import model_argument
 from ..flags import Flags, canonical
 from ..recipe import Profile
 
@@ -182,8 +183,7 @@ def plan(profile: Profile, where: Placement) -> ServerPlan:
     for rank in range(nnodes):
         topo: list[str] = []
         headless = False
-        if dp_mode and replica <= gpus_per_node and r.backend.dp_launch_mode == "per_rank" and \
-                gpus_per_node == replica:
+        if dp_mode and r.backend.dp_launch_mode == "per_rank" and replica == gpus_per_node:
             # srt-slurm's per_rank mode: one process per DP rank, each its own (externally balanced) engine.
             topo = ["--data-parallel-rank", str(rank), "--data-parallel-address", head,
                     "--data-parallel-rpc-port", dp_rpc]
@@ -310,15 +310,6 @@ def _infra(where: Placement) -> list[ProcSpec]:
             "--initial-cluster", f"servebench=http://{head}:{p.etcd + 1}"]
     nats = ["nats-server", "-js", "-p", str(p.nats), "-sd", f"{where.workdir}/nats"]
     return [ProcSpec(0, "etcd", "infra", tuple(etcd), {}), ProcSpec(0, "nats", "infra", tuple(nats), {})]
-
-
-def model_argument(profile: Profile, model_dir: str | None = None) -> tuple[str, dict[str, str]]:
-    """The --model value the processes see, and the container mounts it needs (pyxis: host dir -> /model)."""
-    cl, alias = profile.cluster, profile.recipe.model.path
-    host = model_dir or cl.runtime.model_paths.get(alias) or alias
-    if cl.slurm.pyxis and profile.recipe.model.container:
-        return cl.runtime.container_model_dir, {host: cl.runtime.container_model_dir}
-    return host, {}
 
 
 def placement_for(profile: Profile, nodes: list[str], addresses: list[str], workdir: str, *,
