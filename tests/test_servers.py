@@ -34,6 +34,7 @@ def test_tp16_one_process_per_node_three_headless_followers(catalog, name):
         assert argv[i + 1] == str(w.rank) and argv[argv.index("--nnodes") + 1] == "4"
         assert argv[argv.index("--master-addr") + 1] == "node0"
         assert argv[argv.index("--tensor-parallel-size") + 1] == "16"
+        assert ("--headless" in argv) is (w.rank > 0)
     assert len(sp.engines) == 1 and sp.metrics_urls == ["http://node0:18081/metrics"]
     assert sp.expected_instances == 1
     assert [p.name for p in sp.processes[:3]] == ["etcd", "nats", "frontend"]
