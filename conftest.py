@@ -1,3 +1,2 @@
-# The suite's pytest hooks and fixtures live in the package so that they are importable,
-# tested and documented like the rest of servebench.
-pytest_plugins = ["servebench.plugin"]
+# servebench's pytest plugin loads through its `pytest11` entry point (pip install -e . / scripts/venv);
+# this repository adds nothing of its own here.

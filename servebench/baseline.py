@@ -15,7 +15,7 @@ from pathlib import Path
 import jsonschema
 
 from .report import load_points
-from .results import write_atomic
+from .yamlio import write_atomic
 
 
 def schema() -> dict:
@@ -24,23 +24,23 @@ def schema() -> dict:
 
 def make(results_dir: Path, cluster: str | None = None) -> dict:
     points, _ = load_points(results_dir)
-    clusters = sorted({r["identity"]["cluster"] for r in points})
+    clusters = sorted({r.identity.cluster for r in points})
     if cluster is None:
         if len(clusters) != 1:
             raise ValueError(f"{results_dir} holds results of {clusters or 'no'} cluster(s); pass --cluster")
         cluster = clusters[0]
-    chosen = [r for r in points if r["identity"]["cluster"] == cluster
-              and r["throughput"]["output_tps_per_gpu"] is not None and r["requests"]["successful"]]
+    chosen = [r for r in points if r.identity.cluster == cluster
+              and r.throughput.output_tps_per_gpu and r.requests.successful]
     return {"schema_version": 1, "cluster": cluster, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "source": str(results_dir),
-            "points": {r["identity"]["case_id"]: {"output_tps_per_gpu": r["throughput"]["output_tps_per_gpu"],
-                                                  "recipe_fingerprint": r["identity"]["recipe_fingerprint"],
-                                                  "run_id": r["identity"]["run_id"]} for r in chosen}}
+            "points": {r.identity.case_id: {"output_tps_per_gpu": r.throughput.output_tps_per_gpu,
+                                            "recipe_fingerprint": r.identity.recipe_fingerprint,
+                                            "run_id": r.identity.run_id} for r in chosen}}
 
 
 def write(data: dict, path: Path) -> None:
     jsonschema.validate(data, schema())
-    write_atomic(Path(path), data)
+    write_atomic(Path(path), json.dumps(data, indent=1) + "\n")
 
 
 def load(path: Path) -> dict:

@@ -21,14 +21,11 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
-
-from . import yamlio
-from .errors import ConfigError, Problem
-from .flags import Flags
+from .profile import Profile
+from .spec.model import ModelSpec, bytes_per_param as _bytes
+from .spec.sweep import ClusterSpec
+from .views import EngineFlags
 
 GB = 1e9
 GIB = 2**30
@@ -37,107 +34,6 @@ FASTSAFETENSORS_STAGING_GIB = 5.0                         # A3
 GRAPH_GIB_PER_128 = 10.9                                  # A4
 GRAPH_REF_HIDDEN_X_LAYERS = 7168 * 64                     # A4: the Kimi K3 shape the 10.9 GiB was seen on
 ACTIVATION_FACTOR = 24                                    # A5
-BYTES_PER_PARAM = {"mxfp4": 0.53125, "fp4": 0.53125, "nvfp4": 0.5625, "fp8": 1.0, "int8": 1.0,
-                   "bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "float32": 4.0, "auto": None}
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Number(_Strict):
-    value: float
-    source: str | None = None
-    estimate: str | None = None
-
-    @model_validator(mode="after")
-    def _cited(self) -> "Number":
-        if not (self.source or self.estimate):
-            raise ValueError("every number needs a source, or an estimate with its reasoning")
-        return self
-
-
-class Derived(_Strict):
-    derived: str
-
-
-class Precision(_Strict):
-    experts: str
-    non_expert: str
-
-
-class Attention(_Strict):
-    type: Literal["mla", "gqa"]
-    kv_layers: Number
-    kv_lora_rank: Number | None = None
-    qk_rope_head_dim: Number | None = None
-    kv_heads: Number | None = None
-    head_dim: Number | None = None
-
-
-class Draft(_Strict):
-    name: str
-    params: Number
-    precision: str = "bf16"
-
-
-class ModelSpec(_Strict):
-    name: str
-    repo: str | None = None
-    checkpoint_bytes: Number | None = None
-    total_params: Number | None = None
-    non_expert_params: Number
-    expert_params: Number | Derived
-    precision: Precision
-    layers: Number
-    hidden_size: Number
-    attention: Attention
-    native_max_context: Number
-    load_transient_expert_fraction: Number | None = None
-    draft_model: Draft | None = None
-
-    @property
-    def expert_params_value(self) -> float:
-        if isinstance(self.expert_params, Number):
-            return self.expert_params.value
-        if self.checkpoint_bytes is not None:
-            rest = self.checkpoint_bytes.value - self.non_expert_params.value * _bytes(self.precision.non_expert)
-            return rest / _bytes(self.precision.experts)
-        if self.total_params is not None:
-            return self.total_params.value - self.non_expert_params.value
-        raise ValueError("expert_params is derived but neither checkpoint_bytes nor total_params is given")
-
-    def kv_bytes_per_token(self, kv_dtype_bytes: float, tp: int = 1, pp: int = 1) -> float:
-        """KV-cache bytes one token occupies on one GPU (A6)."""
-        a = self.attention
-        layers = math.ceil(a.kv_layers.value / pp)
-        if a.type == "mla":
-            return layers * (a.kv_lora_rank.value + a.qk_rope_head_dim.value) * kv_dtype_bytes
-        heads_per_gpu = math.ceil(a.kv_heads.value / min(tp, a.kv_heads.value))
-        return layers * 2 * heads_per_gpu * a.head_dim.value * kv_dtype_bytes
-
-
-def _bytes(precision: str) -> float:
-    value = BYTES_PER_PARAM.get(precision.lower())
-    if value is None:
-        raise ValueError(f"unknown precision {precision!r} (known: {sorted(k for k, v in BYTES_PER_PARAM.items() if v)})")
-    return value
-
-
-def load_model(path: Path) -> ModelSpec:
-    from .recipe import Layer, Origins, parse_model
-    doc = yamlio.load(path)
-    return parse_model(ModelSpec, doc, Origins([Layer(str(path), doc)], str(path)), "model description")
-
-
-def load_models(root: Path) -> dict[str, ModelSpec]:
-    """Every model description in ``<root>/models``; ConfigError with all problems."""
-    from .recipe import load_named
-    problems: list[Problem] = []
-    out = load_named(Path(root) / "models", load_model, problems)
-    if problems:
-        raise ConfigError(problems)
-    return out
 
 
 @dataclass
@@ -174,16 +70,35 @@ class Estimate:
         return d
 
 
-def estimate(profile, model: ModelSpec, gpu_memory_utilization: float | None = None,
-             overrides: dict | None = None) -> Estimate:
-    """``overrides`` replaces recipe flags (e.g. {"tensor-parallel-size": 8}) for what-if questions."""
-    flags = Flags({**profile.recipe.aggregated_flags, **(overrides or {})})
-    tp = flags.int("tensor-parallel-size", 1)
-    dp = flags.int("data-parallel-size", 1)
-    pp = flags.int("pipeline-parallel-size", 1)
-    ep = tp * dp if flags.on("enable-expert-parallel") else tp
+@dataclass(frozen=True)
+class NodePool:
+    """The CPU KV-offload pools of the GPU ranks on one node, against the node's DRAM budget."""
+
+    ranks: int
+    need: float
+    budget: float
+
+
+def offload_per_node(flags: EngineFlags, cluster: ClusterSpec) -> NodePool:
+    """Every GPU rank allocates its own pool (vLLM sizes them per rank; see views.OffloadConfig)."""
+    kv = flags.offload
+    per_rank = kv.bytes_per_rank if kv and kv.bytes_per_rank else 0.0
+    ranks = min(flags.gpus, cluster.gpus_per_node)
+    return NodePool(ranks, per_rank * ranks, cluster.dram_budget_bytes_per_node)
+
+
+def estimate(profile: Profile, gpu_memory_utilization: float | None = None, overrides: dict | None = None,
+             model: ModelSpec | None = None) -> Estimate:
+    """Per-GPU memory of ``profile`` on its cluster. ``overrides`` replaces recipe flags (e.g.
+    {"tensor-parallel-size": 8}) for what-if questions; ``model`` defaults to the profile's description."""
+    model = model or profile.model
+    if model is None:
+        raise ValueError(f"{profile.id}: no model description for {profile.spec.model!r}")
+    flags = profile.flags.with_overrides(overrides) if overrides else profile.flags
+    tp, dp, pp = flags.tp, flags.dp, flags.pp
+    ep = flags.ep if flags.expert_parallel else tp      # experts split over EP ranks, else over TP
     gmu = gpu_memory_utilization if gpu_memory_utilization is not None else \
-        float(flags.get("gpu-memory-utilization", 0.9))
+        _float(flags.value("gpu-memory-utilization"), 0.9)
     cl = profile.cluster
     hbm = cl.hbm_gib_per_gpu * GIB
 
@@ -197,30 +112,29 @@ def estimate(profile, model: ModelSpec, gpu_memory_utilization: float | None = N
     # after the target's conversion has freed its transient, so it does not add to the target's load peak.
     frac = model.load_transient_expert_fraction.value if model.load_transient_expert_fraction else 0.0
     transient = experts * frac if model.precision.experts.lower() in ("mxfp4", "fp4", "nvfp4") else 0.0
-    if str(flags.get("load-format", "")).lower() == "fastsafetensors":
+    if str(flags.value("load-format", "")).lower() == "fastsafetensors":
         transient += FASTSAFETENSORS_STAGING_GIB * GIB
     load_peak = non_expert + experts + transient + CUDA_OVERHEAD_GIB * GIB
 
     graphs = 0.0
-    if not flags.on("enforce-eager") and cl.kind == "gpu":
-        sizes = _capture_sizes(flags)
-        biggest = max(sizes) if sizes else min(512, 2 * flags.int("max-num-seqs", 256))   # vLLM's default cap
+    if not flags.enforce_eager and cl.kind == "gpu":
+        biggest = flags.capture.largest if flags.capture else min(512, 2 * (flags.max_num_seqs or 256))  # vLLM's cap
         scale = model.hidden_size.value * model.layers.value / GRAPH_REF_HIDDEN_X_LAYERS
         graphs = GRAPH_GIB_PER_128 * GIB * biggest / 128 * scale                           # A4
-    activations = (flags.int("max-num-batched-tokens", 8192) * model.hidden_size.value * 2
+    activations = ((flags.max_num_batched_tokens or 8192) * model.hidden_size.value * 2
                    * ACTIVATION_FACTOR / tp)                                               # A5
 
     if flags.has("kv-cache-memory-bytes"):
-        kv_pool = float(flags.int("kv-cache-memory-bytes", 0))
+        kv_pool = _float(flags.value("kv-cache-memory-bytes"), 0.0)
     else:
         kv_pool = hbm * gmu - weights - graphs - activations - CUDA_OVERHEAD_GIB * GIB
-    kv_dtype = str(flags.get("kv-cache-dtype", "auto")).lower()
+    kv_dtype = str(flags.value("kv-cache-dtype", "auto")).lower()
     kv_bytes = 1.0 if kv_dtype.startswith("fp8") else _bytes(model.precision.non_expert)
     per_token = model.kv_bytes_per_token(kv_bytes, tp, pp)
-    block = flags.int("block-size", 16)
+    block = max(1, int(_float(flags.value("block-size"), 16)))
     tokens = max(0, int(kv_pool // per_token)) // block * block
-    ctx_flag = flags.get("max-model-len")
-    context = int(ctx_flag) if ctx_flag else int(model.native_max_context.value)
+    ctx_flag = flags.max_model_len
+    context = ctx_flag if ctx_flag else int(model.native_max_context.value)
     context_source = "max-model-len" if ctx_flag else "native max context"
 
     layout = f"TP{tp} x DP{dp}" + (f" x PP{pp}" if pp > 1 else "") + (f" (EP{ep})" if ep > tp else "")
@@ -241,30 +155,21 @@ def estimate(profile, model: ModelSpec, gpu_memory_utilization: float | None = N
             f"one {context_source} request ({context:,} tokens x {per_token / 1024:.1f} KiB) needs "
             f"{context * per_token / GIB:.1f} GiB of KV per GPU, the pool holds {kv_pool / GIB:.1f} GiB "
             f"({tokens:,} tokens)")
-    pool = _offload_bytes_per_rank(flags)
-    if pool:
-        ranks = min(tp * dp * pp, cl.gpus_per_node)
-        est.dram_pool_per_node = pool * ranks
-        est.dram_budget_per_node = cl.dram_budget_bytes_per_node
-        if est.dram_pool_per_node > est.dram_budget_per_node:
-            est.problems.append(f"CPU KV pool {ranks} ranks x {pool / GIB:.0f} GiB = {est.dram_pool_per_node / GIB:.0f}"
-                                f" GiB per node > {cl.host_dram_mib_per_node} MiB x {cl.dram_utilization} = "
-                                f"{est.dram_budget_per_node / GIB:.0f} GiB")
+    if flags.offload is not None and flags.offload.bytes_per_rank:
+        node = offload_per_node(flags, cl)
+        est.dram_pool_per_node, est.dram_budget_per_node = node.need, node.budget
+        if node.need > node.budget:
+            est.problems.append(f"CPU KV pool {node.ranks} ranks x {flags.offload.bytes_per_rank / GIB:.0f} GiB = "
+                                f"{node.need / GIB:.0f} GiB per node > {cl.host_dram_mib_per_node} MiB x "
+                                f"{cl.dram_utilization} = {node.budget / GIB:.0f} GiB")
     return est
 
 
-def _capture_sizes(flags: Flags) -> list[int]:
-    cfg = flags.json("compilation-config") or {}
-    sizes = cfg.get("cudagraph_capture_sizes") or flags.get("cudagraph-capture-sizes") or []
-    return [int(s) for s in sizes]
-
-
-def _offload_bytes_per_rank(flags: Flags) -> float:
-    cfg = flags.json("kv-transfer-config") or {}
-    extra = cfg.get("kv_connector_extra_config") or {}
-    if "cpu_bytes_to_use_per_rank" in extra:
-        return float(extra["cpu_bytes_to_use_per_rank"])
-    return float(extra.get("cpu_bytes_to_use", 0))
+def _float(value, default: float) -> float:
+    try:
+        return float(value) if value is not None and not isinstance(value, bool) else default
+    except (TypeError, ValueError):
+        return default
 
 
 def table(estimates: list[Estimate]) -> str:

@@ -10,7 +10,8 @@ from pathlib import Path
 from . import changelog, yamlio
 from .errors import ConfigError, Problem
 from .matrix import points
-from .recipe import Catalog, Profile
+from .catalog import Catalog
+from .profile import Profile
 
 
 def _catalog(args) -> Catalog:
@@ -56,7 +57,8 @@ def cmd_render(args) -> int:
 
     from .cluster.request import request_for
     from .cluster.slurm import sbatch_script, srun_prefix
-    from .server.plan import dry_placement, plan
+    from .server.placement import dry_placement
+    from .server.plan import plan
 
     cat = _catalog(args)
     prof = _one(cat, args.target)
@@ -103,10 +105,10 @@ def cmd_capacity(args) -> int:
 
     cat = Catalog.load(args.recipes, skip_rules={"capacity"})   # report, rather than refuse, what does not fit
     profiles = [p for t in args.targets for p in _many(cat, t)] if args.targets else cat.profiles
-    missing = [p.id for p in profiles if p.model_spec is None]
+    missing = [p.id for p in profiles if p.model is None]
     if missing:
         print(f"no model description in {args.recipes}/models for: {', '.join(missing)}", file=sys.stderr)
-    ests = [capacity.estimate(p, p.model_spec, args.gpu_memory_utilization) for p in profiles if p.model_spec]
+    ests = [capacity.estimate(p, args.gpu_memory_utilization) for p in profiles if p.model]
     print(capacity.as_json(ests) if args.json else capacity.table(ests))
     return 0 if ests and all(e.fits for e in ests) and not missing else 1
 
@@ -123,11 +125,7 @@ def cmd_report(args) -> int:
     """Plots, offload A/B, markdown and CSV from <results>/points/*.json."""
     from . import report
 
-    try:
-        cat = Catalog.load(args.recipes)
-    except ConfigError:
-        cat = None                                  # verdicts need the recipes; the report does not
-    rep = report.write(Path(args.results), Path(args.out) if args.out else None, cat)
+    rep = report.write(Path(args.results), Path(args.out) if args.out else None)
     for name, why in sorted(rep.rejected.items()):
         print(f"{args.results}/points/{name}: rejected: {why}", file=sys.stderr)
     print("\n".join(str(f) for f in rep.files))
@@ -153,7 +151,9 @@ def cmd_flags(args) -> int:
     import subprocess
     import tempfile
 
-    from .server.plan import DETECT_INTERFACES, dry_placement, plan
+    from .server.placement import DETECT_INTERFACES, dry_placement
+    from .server.plan import plan
+    from .tools import FLAG_TABLE
 
     # The real parser is the judge here, so the pinned-table rule is not applied first.
     cat = Catalog.load(args.recipes, skip_rules={"entrypoint-flags"})
@@ -178,8 +178,7 @@ def cmd_flags(args) -> int:
     with tempfile.NamedTemporaryFile("w", suffix=".json") as fh:
         json.dump(requests, fh)
         fh.flush()
-        done = subprocess.run([str(python), str(Path(__file__).resolve().parent.parent / "scripts" / "flag-table"),
-                               "--parse", fh.name], capture_output=True, text=True)
+        done = subprocess.run([str(python), str(FLAG_TABLE), "--parse", fh.name], capture_output=True, text=True)
     if done.returncode != 0:
         print(done.stderr[-2000:], file=sys.stderr)
         return 2
@@ -188,6 +187,36 @@ def cmd_flags(args) -> int:
     for a in answers:
         print(f"{a['id']:45} {entry[a['id']]:16} " + ("ok" if a["ok"] else f"REJECTED: {a['error']}"))
     return 0 if all(a["ok"] for a in answers) else 1
+
+
+def cmd_flag_table(args) -> int:
+    """Write the flag table of the vLLM / Dynamo installed for ``--python`` (the real parsers, no engine)."""
+    import subprocess
+
+    from .tools import FLAG_TABLE
+
+    argv = [args.python, str(FLAG_TABLE), "--out", args.out] + (["--name", args.name] if args.name else [])
+    return subprocess.run(argv).returncode
+
+
+def cmd_schema(args) -> int:
+    """The result JSON Schema, generated from the result model; --check compares it with the checked-in file."""
+    from . import result
+
+    text = result.schema_text()
+    target = Path(__file__).resolve().parent / "schemas" / "result.schema.json"
+    if args.check:
+        if target.read_text() != text:
+            print(f"{target} is stale: run `servebench schema --write`", file=sys.stderr)
+            return 1
+        print(f"{target}: matches servebench.result.PointResult")
+    elif args.write:
+        from .yamlio import write_atomic
+        write_atomic(target, text)
+        print(target)
+    else:
+        print(text, end="")
+    return 0
 
 
 def cmd_changelog_check(args) -> int:
@@ -246,6 +275,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("targets", nargs="*", help="profiles (default: all)")
     p.add_argument("--python", default=".venvs/serve/bin/python", help="interpreter with vLLM/Dynamo installed")
     p.set_defaults(func=cmd_flags)
+
+    p = sub.add_parser("flag-table", help="write the flag table of an interpreter's vLLM/Dynamo (real parsers)")
+    p.add_argument("--python", default=".venvs/serve/bin/python", help="interpreter with vLLM/Dynamo installed")
+    p.add_argument("--out", required=True, help="e.g. servebench/data/flags/<name>.json")
+    p.add_argument("--name", help="table name (default: from the installed versions)")
+    p.set_defaults(func=cmd_flag_table)
+
+    p = sub.add_parser("schema", help="the result JSON Schema, generated from the result model")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="write servebench/schemas/result.schema.json")
+    mode.add_argument("--check", action="store_true", help="exit 1 if the checked-in file is stale")
+    p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("changelog", help="perf-changelog.yaml tools")
     csub = p.add_subparsers(dest="changelog_command", required=True)

@@ -1,6 +1,6 @@
 """Pinned flag tables: the long options each entrypoint's real parser accepts, per installed version.
 
-Tables live in ``servebench/data/flags/<name>.json`` and are written by ``scripts/flag-table`` from the real
+Tables live in ``servebench/data/flags/<name>.json`` and are written by ``servebench/tools/flag_table.py`` from the real
 parsers (vLLM's ``vllm serve`` parser, Dynamo's worker = its own groups + vLLM's engine args, Dynamo's frontend).
 A cluster names its table in ``runtime.flag_table``.
 """
@@ -26,6 +26,6 @@ def load(name: str) -> FlagTable:
     if not path.is_file():
         available = sorted(p.name.removesuffix(".json") for p in resources.files("servebench").joinpath(
             "data/flags").iterdir() if p.name.endswith(".json"))
-        raise KeyError(f"no flag table {name!r} (have: {', '.join(available)}); generate it with scripts/flag-table")
+        raise KeyError(f"no flag table {name!r} (have: {', '.join(available)}); generate it with servebench/tools/flag_table.py")
     data = json.loads(path.read_text())
     return FlagTable(data["name"], data["versions"], data["entrypoints"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -39,29 +38,13 @@ class Flags:
         return self.raw[key] if key is not None else default
 
     def has(self, name: str) -> bool:
-        return self.key(name) is not None
-
-    def int(self, name: str, default: int) -> int:
-        value = self.get(name, default)
-        return default if value is None else int(value)
+        """Whether the flag is passed (a null value means it is not: cli_args drops it)."""
+        key = self.key(name)
+        return key is not None and self.raw[key] is not None
 
     def on(self, name: str) -> bool:
         value = self.get(name)
         return value is True or (isinstance(value, str) and value.lower() in ("true", "1", ""))
-
-    def json(self, name: str) -> dict | None:
-        """The flag's JSON object (a YAML mapping or a JSON string), or None; ValueError if it does not parse."""
-        value = self.get(name)
-        if value is None:
-            return None
-        if isinstance(value, dict):
-            return value
-        if not isinstance(value, str):
-            raise ValueError(f"expected a JSON object, got {type(value).__name__} {value!r}")
-        parsed = json.loads(value)
-        if not isinstance(parsed, dict):
-            raise ValueError(f"expected a JSON object, got {type(parsed).__name__}")
-        return parsed
 
 
 def placeholders(value: str) -> list[str]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .recipe import Catalog, Profile
+from .catalog import Catalog
+from .profile import Profile
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@ and write the result. Nothing measured is lost: the result is written (atomicall
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -12,7 +11,8 @@ from pathlib import Path
 
 from .load import aiperf, traces
 from .matrix import Point
-from .results import build, write_atomic
+from .result import PointResult, Verdict, read, write
+from .results import build
 from .server import metrics
 from .server.deploy import Deployment
 
@@ -23,40 +23,42 @@ class NotIdle(RuntimeError):
 
 @dataclass(frozen=True)
 class Measured:
-    result: dict
+    result: PointResult
     path: Path           # the result JSON in the case directory
     copy: Path           # the same file in <results>/points/, where reports read from
     reused_from: Path | None = None
 
+    def with_verdict(self, verdict: Verdict) -> "Measured":
+        """Store the case's verdict with the point (both copies, atomically)."""
+        judged = self.result.model_copy(update={"verdict": verdict})
+        write(self.path, judged)
+        write(self.copy, judged)
+        return Measured(judged, self.path, self.copy, self.reused_from)
 
-def reusable(point: Point, reuse_dir: Path) -> tuple[dict | None, str]:
+
+def reusable(point: Point, reuse_dir: Path) -> tuple[PointResult | None, str]:
     """A prior result for this point that may stand in for a new run, or None and why not."""
-    from .results import validate
-
     path = Path(reuse_dir) / "points" / f"{point.id}.json"
     if not path.is_file():
         return None, f"no prior result at {path}"
     try:
-        prior = json.loads(path.read_text())
+        prior = read(path)
     except ValueError as err:
-        return None, f"{path} is not JSON ({err})"
-    problems = validate(prior)
-    if problems:
-        return None, f"{path} does not match the result schema ({problems[0]})"
-    if prior["identity"]["recipe_fingerprint"] != point.profile.fingerprint:
-        return None, f"{path} was measured with another recipe (fingerprint {prior['identity']['recipe_fingerprint'][:12]} " \
+        return None, str(err)
+    if prior.identity.recipe_fingerprint != point.profile.fingerprint:
+        return None, f"{path} was measured with another recipe (fingerprint {prior.identity.recipe_fingerprint[:12]} " \
                      f"!= {point.profile.fingerprint[:12]})"
     return prior, str(path)
 
 
-def reuse(point: Point, prior: dict, source: Path, results_dir: Path) -> Measured:
-    """Copy a prior result into this run's results (marked reused); it is judged like a new one."""
+def reuse(point: Point, prior: PointResult, source: Path, results_dir: Path) -> Measured:
+    """Copy a prior result into this run's results (marked reused); it is judged anew, like a new one."""
+    prior = prior.model_copy(update={"verdict": None})
     case = results_dir / point.profile.id / point.id
     path = case / "result.json"
-    write_atomic(path, prior)
+    write(path, prior)
     copy = results_dir / "points" / f"{point.id}.json"
-    if copy.resolve() != Path(source).resolve():
-        write_atomic(copy, prior)
+    write(copy, prior)
     return Measured(prior, path, copy, reused_from=Path(source))
 
 
@@ -65,8 +67,9 @@ def _now() -> str:
 
 
 def measure(point: Point, dep: Deployment, *, run_id: str, results_dir: Path, aiperf_bin: str,
-            tokenizer_dir: Path, progress=None, tick_s: float = 15.0) -> Measured:
-    """``progress(text)`` receives a status line every ``tick_s`` seconds while AIPerf runs."""
+            tokenizer_dir: Path, progress=None, tick_s: float = 15.0, extend=None) -> Measured:
+    """``progress(text)`` receives a status line every ``tick_s`` seconds while AIPerf runs; ``extend(result)``
+    returns site fields stored under ``result.extra`` (the pytest_servebench_result_fields hook)."""
     prof, load = point.profile, point.profile.spec.load
     case = results_dir / prof.id / point.id
     case.mkdir(parents=True, exist_ok=True)
@@ -121,8 +124,10 @@ def measure(point: Point, dep: Deployment, *, run_id: str, results_dir: Path, ai
         result = build(point, run_id=run_id, artifact_dir=artifact, aiperf_exit_code=rc, versions=dep.versions,
                        before=before, after=after, idle_wait_s=round(waited, 2), started_at=started,
                        finished_at=_now(), logs=[str(p.log) for p in dep.processes.values()])
+        if extend is not None:
+            result = result.model_copy(update={"extra": extend(result)})
         path = case / "result.json"
-        write_atomic(path, result)
+        write(path, result)
         copy = results_dir / "points" / f"{point.id}.json"
-        write_atomic(copy, result)
+        write(copy, result)
     return Measured(result, path, copy)

@@ -1,165 +1,73 @@
-"""servebench's own sections: the sweep profile and the cluster description.
+"""A loaded profile: the effective srt-slurm recipe, the sweep section, the cluster and the model description,
+with the typed views every consumer reads (flags, offload pool, capture sizes, topology), parsed once.
 
-A *profile file* has three top-level keys::
-
-    extends: base.yaml        # an srt-slurm recipe, or another profile file
-    profile: {...}            # servebench's sweep section (this module)
-    recipe: {...}             # an srt-slurm overlay, deep-merged onto the base's recipe
-
-The srt-slurm part stays pure srt-slurm, so the effective recipe can be handed to srtctl.
+This is the layer rules, capacity, planning and results sit on; it imports none of them.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import hashlib
+from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class Layout(_Strict):
-    """How the GPUs of one serving deployment are split (result metadata and checks)."""
-
-    tp: StrictInt = Field(1, ge=1)
-    dp: StrictInt = Field(1, ge=1)
-    pp: StrictInt = Field(1, ge=1)
-    ep: StrictInt = Field(1, ge=1)
-
-    @property
-    def gpus(self) -> int:
-        return self.tp * self.dp * self.pp
-
-    def __str__(self) -> str:
-        parts = [f"TP{self.tp}"] + [f"{k.upper()}{v}" for k, v in (("dp", self.dp), ("pp", self.pp)) if v > 1]
-        text = " x ".join(parts)
-        return f"{text} (EP{self.ep})" if self.ep > 1 else text
+from . import yamlio
+from .layering import Layered, canonical_json
+from .spec.model import ModelSpec
+from .spec.srt import SrtRecipe
+from .spec.sweep import ClusterSpec, ProfileSection
+from .topology import Topology, topology
+from .views import EngineFlags
 
 
-class Labels(_Strict):
-    """Sweep labels, as in InferenceX's master config."""
+@dataclass(frozen=True)
+class Profile:
+    """One sweep profile, parsed and with its derived views; validation is :mod:`servebench.rules`."""
 
-    spec_decoding: Literal["mtp", "draft_model", "none"] = Field("none", alias="spec-decoding")
-    kv_offloading: Literal["none", "dram"] = Field("none", alias="kv-offloading")
-    kv_offload_backend: str | None = Field(None, alias="kv-offload-backend")
+    file: str
+    spec: ProfileSection
+    recipe: SrtRecipe
+    cluster: ClusterSpec
+    layers: Layered
+    model: ModelSpec | None = None          # recipes/models/<spec.model>.yaml, if described
+    flags: EngineFlags = field(init=False)
+    topology: Topology = field(init=False)
 
-
-class Gates(_Strict):
-    """What a point must meet to pass."""
-
-    error_rate: float = Field(0.10, ge=0, le=1, description="final gate: errors / completed requests")
-    live_error_rate: float | None = Field(None, ge=0, le=1, description="abort the run early above this")
-    min_output_tps_per_gpu: dict[StrictInt, float] = Field(
-        default_factory=dict, description="throughput floor per concurrency, output tok/s per GPU")
-    min_concurrency_ratio: float = Field(0.9, gt=0, le=1)
-    allow_client_bound: StrictBool = False
-    baseline_tolerance: float = Field(
-        0.45, ge=0, lt=1, description="with --baseline: allowed drop of output tok/s per GPU (README: run-to-run noise)")
+    def __post_init__(self) -> None:
+        flags = EngineFlags.parse(self.recipe.aggregated_flags)
+        res = self.recipe.resources
+        object.__setattr__(self, "flags", flags)
+        object.__setattr__(self, "topology", topology(
+            tp=flags.tp, dp=flags.dp, pp=flags.pp, nodes=res.total_nodes, gpus_per_node=res.gpus_per_node,
+            dp_given=flags.dp_given, dp_launch_mode=self.recipe.backend.dp_launch_mode))
 
     @property
-    def live(self) -> float:
-        return self.error_rate if self.live_error_rate is None else self.live_error_rate
-
-
-class TraceShape(_Strict):
-    """Shape of the generated agentic sessions (``dataset: generated``); see servebench.load.traces."""
-
-    sessions_per_concurrency: StrictInt = Field(20, gt=0, description="sessions in the file per live session")
-    turns: StrictInt = Field(4, ge=2)
-    system_words: StrictInt = Field(300, ge=0)
-    user_words: StrictInt = Field(40, gt=0)
-    tool_words: StrictInt = Field(60, ge=0)
-    assistant_words: StrictInt = Field(30, ge=0)
-    output_tokens: StrictInt = Field(32, gt=0)
-    think_ms: StrictInt = Field(500, ge=0)
-    subagent_rate: float = Field(0.2, ge=0, le=1)
-
-
-class LoadSection(_Strict):
-    """How AIPerf drives each point."""
-
-    dataset: str = Field("generated", description="'generated' (servebench's agentic sessions) or an AIPerf "
-                                                  "--public-dataset name, e.g. semianalysis_cc_traces_weka_062126")
-    trace: TraceShape = TraceShape()
-    duration_s: StrictInt = Field(3600, gt=0)
-    warmup_grace_s: StrictInt = Field(1800, ge=0)
-    idle_gap_cap_s: StrictInt = Field(300, gt=0)
-    idle_wait_s: StrictInt = Field(1800, gt=0, description="max wait for idle engines before a point")
-    seed: StrictInt = 42
-    burst_phase_starts: StrictBool = False
-
-
-class ProfileSection(_Strict):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_]*$")
-    model: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
-    cluster: str
-    description: str = ""
-    concurrency: list[StrictInt]
-    layout: Layout
-    labels: Labels = Labels()
-    gates: Gates = Gates()
-    load: LoadSection = LoadSection()
-    templates: list[str] = Field(
-        default_factory=list,
-        description="env keys (e.g. environment.LOG_DIR) whose {placeholders} servebench fills at launch")
-
-
-class SlurmAccess(_Strict):
-    partition: str | None = None
-    account: str | None = None
-    pyxis: StrictBool = False
-    gres: str = "gpu"
-
-
-class Network(_Strict):
-    """Interfaces for NCCL/Gloo; None = detected on the node at launch."""
-
-    nccl_socket_ifname: str | None = None
-    gloo_socket_ifname: str | None = None
-
-
-class Runtime(_Strict):
-    """How server processes are started on this cluster's nodes."""
-
-    python: str = Field("python3", description="interpreter for dynamo.frontend / dynamo.vllm (relative = repo)")
-    vllm_serve: list[str] = Field(["vllm", "serve"], description="argv prefix of a plain vLLM server")
-    discovery: Literal["etcd", "file"] = Field(
-        "etcd", description="Dynamo discovery: etcd + NATS on the head node, or a shared directory")
-    environment: dict[str, str | None] = Field(
-        default_factory=dict, description="added to every server process; null unsets a variable")
-    node_environment: list[dict[str, str]] = Field(
-        default_factory=list, description="per node rank: added to that node's worker (e.g. CPU core binding)")
-    model_paths: dict[str, str] = Field(
-        default_factory=dict, description="recipe model.path alias -> directory on the nodes")
-    container_model_dir: str = "/model"
-    flag_table: str = Field("dynamo-1.6.1_vllm-0.31.0",
-                            description="servebench/data/flags/<name>.json: flags each entrypoint accepts")
-
-
-class ClusterSpec(_Strict):
-    name: str
-    description: str = ""
-    kind: Literal["gpu", "embedded"]
-    backend: Literal["slurm", "local"]
-    gpu_type: str = Field(pattern=r"^[a-z0-9]+$")
-    runners: list[str] = []
-    nodes: StrictInt = Field(gt=0)
-    gpus_per_node: StrictInt = Field(gt=0)
-    hbm_gib_per_gpu: float = Field(gt=0)
-    host_dram_mib_per_node: StrictInt = Field(gt=0)
-    dram_utilization: float = Field(gt=0, le=1)
-    slurm: SlurmAccess = SlurmAccess()
-    network: Network = Network()
-    runtime: Runtime = Runtime()
+    def id(self) -> str:
+        return f"{self.spec.model}-{self.cluster.gpu_type}-{self.spec.name}"
 
     @property
-    def markers(self) -> list[str]:
-        if self.kind == "gpu":
-            return ["hardware", self.gpu_type]
-        return ["local"] + (["slurm"] if self.backend == "slurm" else [])
+    def name(self) -> str:
+        return self.spec.name
 
     @property
-    def dram_budget_bytes_per_node(self) -> float:
-        return self.host_dram_mib_per_node * 2**20 * self.dram_utilization
+    def offload(self) -> bool:
+        return self.spec.labels.kv_offloading != "none"
+
+    @property
+    def served_model_name(self) -> str:
+        return str(self.flags.value("served-model-name") or self.recipe.model.path)
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 over everything that defines the deployment and the load, except the concurrency.
+        Computed on the parsed models, so spelling out a default does not change it."""
+        prof = self.spec.model_dump(mode="json", by_alias=True, exclude={"concurrency", "description"})
+        body = canonical_json({"profile": prof, "recipe": self.recipe.model_dump(mode="json"),
+                               "cluster": self.cluster.model_dump(mode="json")})
+        return hashlib.sha256(body.encode()).hexdigest()
+
+    def case_id(self, concurrency: int) -> str:
+        return f"{self.id}-c{concurrency}"
+
+    def effective(self) -> dict:
+        """What ``servebench recipe`` prints: the sweep section and the srt-slurm recipe."""
+        return {"profile": self.spec.model_dump(mode="json", by_alias=True),
+                "recipe": yamlio.plain(self.layers.recipe)}

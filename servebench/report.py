@@ -1,104 +1,61 @@
 """Reports from a results directory: Pareto plots, the offload A/B, a markdown summary and a CSV of all points.
 
-Input is only ``<results>/points/*.json`` (schema-checked; invalid files are listed, not plotted), so a report
-can be rebuilt from an artifact download. Profiles (for gates and verdicts) come from the recipe catalog when
-one is given.
+Input is only ``<results>/points/*.json`` (invalid files are listed, not plotted), so a report can be rebuilt
+from an artifact download. Verdicts are the ones the pytest cases stored with their points (baseline gate
+included); the report never re-judges.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .results import validate
-
-CSV_FIELDS = [
-    ("case_id", ("identity", "case_id")), ("profile", ("identity", "profile")), ("model", ("identity", "model")),
-    ("cluster", ("identity", "cluster")), ("concurrency", ("identity", "concurrency")), ("gpus", ("identity", "gpus")),
-    ("tp", ("identity", "layout", "tp")), ("dp", ("identity", "layout", "dp")), ("ep", ("identity", "layout", "ep")),
-    ("offload", ("identity", "offload", "enabled")), ("recipe_fingerprint", ("identity", "recipe_fingerprint")),
-    ("successful", ("requests", "successful")), ("errors", ("requests", "errors")),
-    ("error_rate", ("requests", "error_rate")), ("output_tps", ("throughput", "output_tps")),
-    ("output_tps_per_gpu", ("throughput", "output_tps_per_gpu")), ("total_tps_per_gpu", ("throughput", "total_tps_per_gpu")),
-    ("tps_per_user_p50", ("interactivity", "output_tps_per_user", "p50")),
-    ("ttft_p50_ms", ("latency_ms", "ttft", "p50")), ("ttft_p99_ms", ("latency_ms", "ttft", "p99")),
-    ("itl_p50_ms", ("latency_ms", "itl", "p50")), ("e2e_p50_ms", ("latency_ms", "e2e", "p50")),
-    ("effective_concurrency", ("concurrency", "effective_avg")),
-    ("prefix_cache_hit_rate", ("server", "prefix_cache_hit_rate")),
-    ("external_prefix_cache_hit_rate", ("server", "external_prefix_cache_hit_rate")),
-    ("output_token_ratio", ("output_token_ratio",)), ("run_id", ("identity", "run_id")),
-]
-
-
-def get(result: dict, path: tuple[str, ...]):
-    node = result
-    for key in path:
-        if not isinstance(node, dict):
-            return None
-        node = node.get(key)
-    return node
+from .result import IDENTITY, METRICS, PointResult, read
 
 
 def _finite(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def verdict_text(r: PointResult) -> str:
+    return r.verdict.summary() if r.verdict is not None else "not judged"
+
+
 @dataclass
 class Report:
-    points: list[dict]
+    points: list[PointResult]
     rejected: dict[str, str]
-    verdicts: dict[str, str] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
 
+    @property
+    def verdicts(self) -> dict[str, str]:
+        return {r.identity.case_id: verdict_text(r) for r in self.points}
 
-def load_points(results_dir: Path) -> tuple[list[dict], dict[str, str]]:
+
+def load_points(results_dir: Path) -> tuple[list[PointResult], dict[str, str]]:
     points, rejected = [], {}
     for path in sorted((Path(results_dir) / "points").glob("*.json")):
         try:
-            data = json.loads(path.read_text())
+            points.append(read(path))
         except ValueError as err:
-            rejected[path.name] = f"not JSON: {err}"
-            continue
-        problems = validate(data)
-        if problems:
-            rejected[path.name] = "; ".join(problems[:3])
-        else:
-            points.append(data)
+            rejected[path.name] = str(err).removeprefix(f"{path}: ")
     return points, rejected
 
 
-def verdicts(points: list[dict], catalog) -> dict[str, str]:
-    """passed / failed: <first reason> per case, from the profile's gates (n/a without the catalog)."""
-    from .verdict import failures, judge
-
-    out = {}
-    by_id = {p.id: p for p in catalog.profiles} if catalog else {}
+def _groups(points: list[PointResult]) -> dict[tuple[str, str], dict[str, list[PointResult]]]:
+    groups: dict = defaultdict(lambda: defaultdict(list))
     for r in points:
-        prof = by_id.get(r["identity"]["profile"])
-        if prof is None:
-            out[r["identity"]["case_id"]] = "n/a"
-            continue
-        msgs = failures(judge(r, prof))
-        out[r["identity"]["case_id"]] = "passed" if not msgs else "failed: " + msgs[0].split("\n")[0][:120]
-    return out
-
-
-def _groups(points: list[dict]) -> dict[tuple[str, str], dict[str, list[dict]]]:
-    groups: dict[tuple[str, str], dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for r in points:
-        ident = r["identity"]
-        groups[(ident["model"], ident["cluster"])][ident["profile"]].append(r)
+        groups[(r.identity.model, r.identity.cluster)][r.identity.profile].append(r)
     for profiles in groups.values():
         for rows in profiles.values():
-            rows.sort(key=lambda r: r["identity"]["concurrency"])
+            rows.sort(key=lambda r: r.identity.concurrency)
     return groups
 
 
-def pareto_plot(model: str, cluster: str, profiles: dict[str, list[dict]], out: Path) -> Path | None:
+def pareto_plot(model: str, cluster: str, profiles: dict[str, list[PointResult]], out: Path) -> Path | None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -107,8 +64,8 @@ def pareto_plot(model: str, cluster: str, profiles: dict[str, list[dict]], out: 
     drawn = 0
     xs_all = []
     for name, rows in sorted(profiles.items()):
-        pts = [(get(r, ("interactivity", "output_tps_per_user", "p50")), get(r, ("throughput", "output_tps_per_gpu")),
-                r["identity"]["concurrency"]) for r in rows]
+        pts = [(r.interactivity.output_tps_per_user.p50, r.throughput.output_tps_per_gpu, r.identity.concurrency)
+               for r in rows]
         pts = [(x, y, c) for x, y, c in pts if _finite(x) and _finite(y) and x > 0]
         if not pts:
             continue
@@ -138,14 +95,14 @@ def pareto_plot(model: str, cluster: str, profiles: dict[str, list[dict]], out: 
     return out
 
 
-def offload_pairs(points: list[dict]) -> list[tuple[str, str, list[int]]]:
+def offload_pairs(points: list[PointResult]) -> list[tuple[str, str, list[int]]]:
     """(base profile, offload profile, shared concurrencies) for arms of one model, cluster and layout."""
     arms: dict[tuple, dict[bool, dict[str, set[int]]]] = defaultdict(lambda: {True: defaultdict(set),
                                                                                False: defaultdict(set)})
     for r in points:
-        i = r["identity"]
-        key = (i["model"], i["cluster"], tuple(sorted(i["layout"].items())))
-        arms[key][i["offload"]["enabled"]][i["profile"]].add(i["concurrency"])
+        i = r.identity
+        key = (i.model, i.cluster, tuple(sorted(i.layout.model_dump().items())))
+        arms[key][i.offload.enabled][i.profile].add(i.concurrency)
     pairs = []
     for arm in arms.values():
         for off, off_c in arm[True].items():
@@ -154,31 +111,32 @@ def offload_pairs(points: list[dict]) -> list[tuple[str, str, list[int]]]:
     return sorted(pairs)
 
 
-def offload_ab(points: list[dict], base: str, off: str, shared: list[int], out: Path) -> tuple[str, Path | None]:
+def offload_ab(points: list[PointResult], base: str, off: str, shared: list[int], out: Path) -> tuple[str, Path | None]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    idx = {(r["identity"]["profile"], r["identity"]["concurrency"]): r for r in points}
+    idx = {(r.identity.profile, r.identity.concurrency): r for r in points}
     lines = [f"### Offload A/B: `{off}` vs `{base}`", ""]
     if not shared:
         lines.append(f"No concurrency measured in both arms ({base}: "
                      f"{sorted(c for p, c in idx if p == base)}, {off}: {sorted(c for p, c in idx if p == off)}).")
         return "\n".join(lines) + "\n", None
     lines += ["| concurrency | base tok/s/GPU | offload tok/s/GPU | ratio | base TTFT p50 ms | offload TTFT p50 ms "
-              "| offload external-cache hit rate |", "|---:|---:|---:|---:|---:|---:|---:|"]
+              "| base local-cache share | offload local-cache share | offload CPU-tier share |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     tput = {base: [], off: []}
     ttft = {base: [], off: []}
     for c in shared:
         b, o = idx[(base, c)], idx[(off, c)]
-        tb, to = get(b, ("throughput", "output_tps_per_gpu")), get(o, ("throughput", "output_tps_per_gpu"))
+        tb, to = b.throughput.output_tps_per_gpu, o.throughput.output_tps_per_gpu
         ratio = to / tb if _finite(tb) and _finite(to) and tb else None
-        lines.append(f"| {c} | {_f(tb)} | {_f(to)} | {_f(ratio, 3)} | {_f(get(b, ('latency_ms', 'ttft', 'p50')))} | "
-                     f"{_f(get(o, ('latency_ms', 'ttft', 'p50')))} | "
-                     f"{_pct(get(o, ('server', 'external_prefix_cache_hit_rate')))} |")
+        lines.append(f"| {c} | {_f(tb)} | {_f(to)} | {_f(ratio, 3)} | {_f(b.latency_ms.ttft.p50)} | "
+                     f"{_f(o.latency_ms.ttft.p50)} | {_pct(_share(b, 'local_cache'))} | "
+                     f"{_pct(_share(o, 'local_cache'))} | {_pct(_share(o, 'cpu_tier'))} |")
         for arm, r in ((base, b), (off, o)):
-            tput[arm].append(_num(get(r, ("throughput", "output_tps_per_gpu"))))
-            ttft[arm].append(_num(get(r, ("latency_ms", "ttft", "p50"))))
+            tput[arm].append(_num(r.throughput.output_tps_per_gpu))
+            ttft[arm].append(_num(r.latency_ms.ttft.p50))
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.5), dpi=120)
     width = 0.38
     xs = range(len(shared))
@@ -202,6 +160,10 @@ def offload_ab(points: list[dict], base: str, off: str, shared: list[int], out: 
     return "\n".join(lines) + "\n", path
 
 
+def _share(r: PointResult, source: str) -> float | None:
+    return getattr(r.server.prompt_token_shares, source) if r.server is not None else None
+
+
 def _num(x):
     return x if _finite(x) else 0.0
 
@@ -214,19 +176,18 @@ def _pct(x) -> str:
     return f"{x:.1%}" if _finite(x) else "—"
 
 
+TABLE = ("output_tps_per_gpu", "output_tps", "tps_per_user_p50", "ttft_p50_ms", "itl_p50_ms", "error_rate",
+         "effective_concurrency", "cpu_tier_hit_share")
+
+
 def markdown(rep: Report, plots: list[Path], ab_sections: list[str]) -> str:
     lines = ["# servebench report", "",
              f"{len(rep.points)} point(s)" + (f", {len(rep.rejected)} file(s) rejected" if rep.rejected else ""), "",
-             "| case | verdict | tok/s/GPU | tok/s | tok/s/user p50 | TTFT p50 ms | ITL p50 ms | error rate | eff. conc |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in sorted(rep.points, key=lambda r: (r["identity"]["profile"], r["identity"]["concurrency"])):
-        cid = r["identity"]["case_id"]
-        lines.append(
-            f"| {cid} | {rep.verdicts.get(cid, 'n/a')} | {_f(get(r, ('throughput', 'output_tps_per_gpu')))} | "
-            f"{_f(get(r, ('throughput', 'output_tps')))} | "
-            f"{_f(get(r, ('interactivity', 'output_tps_per_user', 'p50')))} | "
-            f"{_f(get(r, ('latency_ms', 'ttft', 'p50')))} | {_f(get(r, ('latency_ms', 'itl', 'p50')), 2)} | "
-            f"{_pct(get(r, ('requests', 'error_rate')))} | {_f(get(r, ('concurrency', 'effective_avg')))} |")
+             "| case | verdict | " + " | ".join(METRICS[m].label for m in TABLE) + " |",
+             "|---|---|" + "---:|" * len(TABLE)]
+    for r in sorted(rep.points, key=lambda r: (r.identity.profile, r.identity.concurrency)):
+        cells = [(_pct if METRICS[m].kind == "pct" else _f)(METRICS[m].get(r)) for m in TABLE]
+        lines.append(f"| {r.identity.case_id} | {verdict_text(r)} | " + " | ".join(cells) + " |")
     if plots:
         lines += ["", "Plots: " + ", ".join(f"`{p.name}`" for p in plots)]
     lines += [""] + (ab_sections or ["No offload A/B: no offload arm with a matching base arm in these results.\n"])
@@ -235,16 +196,16 @@ def markdown(rep: Report, plots: list[Path], ab_sections: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(results_dir: Path, out_dir: Path | None = None, catalog=None, only: set[str] | None = None) -> Report:
+def write(results_dir: Path, out_dir: Path | None = None, only: set[str] | None = None) -> Report:
     """Write the report; ``only`` limits it to these case ids (the end of a session reports its own points)."""
     results_dir = Path(results_dir)
     out = Path(out_dir) if out_dir else results_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     points, rejected = load_points(results_dir)
     if only is not None:
-        points = [r for r in points if r["identity"]["case_id"] in only]
+        points = [r for r in points if r.identity.case_id in only]
         rejected = {k: v for k, v in rejected.items() if k.removesuffix(".json") in only}
-    rep = Report(points, rejected, verdicts(points, catalog))
+    rep = Report(points, rejected)
     plots = []
     for (model, cluster), profiles in sorted(_groups(points).items()):
         path = pareto_plot(model, cluster, profiles, out / f"pareto-{model}-{cluster}.png")
@@ -260,9 +221,9 @@ def write(results_dir: Path, out_dir: Path | None = None, catalog=None, only: se
     md.write_text(markdown(rep, plots, sections))
     with open(out / "points.csv", "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow([name for name, _ in CSV_FIELDS] + ["verdict"])
-        for r in sorted(points, key=lambda r: r["identity"]["case_id"]):
-            writer.writerow(["" if get(r, path) is None else get(r, path) for _, path in CSV_FIELDS]
-                            + [rep.verdicts.get(r["identity"]["case_id"], "n/a")])
+        writer.writerow([*IDENTITY, *METRICS, "verdict"])
+        for r in sorted(points, key=lambda r: r.identity.case_id):
+            values = [fn(r) for fn in IDENTITY.values()] + [m.get(r) for m in METRICS.values()]
+            writer.writerow(["" if v is None else v for v in values] + [verdict_text(r)])
     rep.files = [md, out / "points.csv", *plots]
     return rep

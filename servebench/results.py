@@ -1,9 +1,9 @@
-"""One result JSON per point, built from AIPerf's files (the raw truth) and the server's counters.
+"""Building one point's result from AIPerf's files (the raw truth) and the server's counters.
 
 AIPerf's summary (``profile_export_aiperf.json``) covers the profiling phase only; its per-request records
 (``profile_export.jsonl``) cover warmup too and carry each failure. Server counters are scraped by the suite right
-before and after the AIPerf run, so the window holds warmup + profiling and nothing else. The file is validated
-against ``schemas/result.schema.json`` and written atomically.
+before and after the AIPerf run, so the window holds warmup + profiling and nothing else. The shape is
+:class:`servebench.result.PointResult`.
 """
 
 from __future__ import annotations
@@ -11,35 +11,14 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from importlib import resources
 from pathlib import Path
-from typing import Any
 
-import jsonschema
-
-from . import yamlio
 from .matrix import Point
+from .result import SCHEMA_VERSION, PointResult
 from .server.metrics import Snapshot
 
-SCHEMA_VERSION = 1
 SUMMARY = "profile_export_aiperf.json"
 RECORDS = "profile_export.jsonl"
-
-
-def schema() -> dict:
-    return json.loads(resources.files("servebench").joinpath("schemas/result.schema.json").read_text())
-
-
-def validate(result: Any) -> list[str]:
-    """Every schema violation, as 'path: message'; empty when the result is valid."""
-    validator = jsonschema.Draft202012Validator(schema())
-    return [f"{'/'.join(str(p) for p in err.absolute_path) or '<root>'}: {err.message}"
-            for err in sorted(validator.iter_errors(result), key=lambda e: list(e.absolute_path))]
-
-
-def write_atomic(path: Path, data: dict) -> None:
-    """The result as JSON, atomically (yamlio.write_atomic); NaN or infinity raise before anything is written."""
-    yamlio.write_atomic(path, json.dumps(data, indent=1, allow_nan=False) + "\n")
 
 
 def _stat(summary: dict, name: str, stat: str = "avg") -> float | None:
@@ -84,7 +63,7 @@ def read_records(artifact_dir: Path) -> list[dict]:
 
 def build(point: Point, *, run_id: str, artifact_dir: Path, aiperf_exit_code: int | None,
           versions: dict[str, str], before: Snapshot | None, after: Snapshot | None,
-          idle_wait_s: float | None, started_at: str, finished_at: str, logs: list[str]) -> dict:
+          idle_wait_s: float | None, started_at: str, finished_at: str, logs: list[str]) -> PointResult:
     p = point.profile
     lay = p.spec.layout
     summary_path = artifact_dir / SUMMARY
@@ -118,18 +97,12 @@ def build(point: Point, *, run_id: str, artifact_dir: Path, aiperf_exit_code: in
     token_ratio = None
     if before is not None and after is not None:
         d = after - before
-        server = {"source": "suite scrape before/after the AIPerf run (warmup + profiling)",
-                  **{k: v for k, v in d.as_dict().items()
-                                           if k not in ("running", "waiting", "kv_cache_usage", "engines")},
-                  "prefix_cache_hit_rate": (d.prefix_cache_hits / d.prefix_cache_queries)
-                  if d.prefix_cache_queries else None,
-                  "external_prefix_cache_hit_rate": (d.external_prefix_cache_hits / d.external_prefix_cache_queries)
-                  if d.external_prefix_cache_queries else None}
+        server = server_block(d)
         counted = sum(r.get("metrics", {}).get("output_sequence_length", {}).get("value", 0)
                       for r in records if "error" not in r)
         token_ratio = (counted / d.generation_tokens) if d.generation_tokens else None
 
-    return {
+    return PointResult.model_validate({
         "schema_version": SCHEMA_VERSION,
         "identity": {
             "case_id": point.id, "run_id": run_id, "profile": p.id, "model": p.spec.model,
@@ -165,4 +138,22 @@ def build(point: Point, *, run_id: str, artifact_dir: Path, aiperf_exit_code: in
         "concurrency": {"target": point.concurrency, "effective_avg": eff, "ratio": ratio},
         "server": server,
         "output_token_ratio": token_ratio,
-    }
+    })
+
+
+def _share(part: float, whole: float) -> float | None:
+    return min(1.0, max(0.0, part / whole)) if whole > 0 else None
+
+
+def server_block(d: Snapshot) -> dict:
+    """Counter deltas of the measured window. Prompt-token shares come from vLLM's per-request source counter
+    (prompt_tokens_by_source): the query counters grow on every scheduling attempt of a request waiting for KV
+    space, so hits / queries understates the hit rate under pressure."""
+    by_source = d.prompt_tokens_local_cache_hit + d.prompt_tokens_external + d.prompt_tokens_local_compute
+    return {"source": "suite scrape before/after the AIPerf run (warmup + profiling)",
+            **{k: v for k, v in d.as_dict().items() if k not in ("running", "waiting", "kv_cache_usage", "engines")},
+            "prefix_cache_hit_rate": _share(d.prefix_cache_hits, d.prefix_cache_queries),
+            "external_prefix_cache_hit_rate": _share(d.external_prefix_cache_hits, d.external_prefix_cache_queries),
+            "prompt_token_shares": {"local_cache": _share(d.prompt_tokens_local_cache_hit, by_source),
+                                    "cpu_tier": _share(d.prompt_tokens_external, by_source),
+                                    "computed": _share(d.prompt_tokens_local_compute, by_source)}}

@@ -1,33 +1,29 @@
 """Offline checks of a profile: every failure class that used to cost GPU hours.
 
-Each rule takes a parsed :class:`~servebench.recipe.Profile` and yields problems that name the
-file and key the bad value came from. ``RULES`` lists them; tests break each one on purpose.
+Each rule takes a loaded :class:`~servebench.profile.Profile` and yields problems that name the file and key
+the bad value came from. Rules read the profile's typed views (``p.flags``, ``p.topology``); none re-parses a
+flag. ``RULES`` lists them; tests break each one on purpose.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Callable, Iterator
 
-from .errors import Problem
-from .flags import JSON_FLAGS, SUITE_PLACEHOLDERS, Flags, canonical, placeholders
+from . import capacity as capacity_model
 from . import flag_tables
-from .recipe import Profile
+from .errors import Problem
+from .flags import SUITE_PLACEHOLDERS, canonical, placeholders
+from .profile import Profile
+from .topology import DERIVED_FLAGS
 
 FLAGS = ("backend", "vllm_config", "aggregated")
-OFFLOAD_CONNECTORS = frozenset({"SimpleCPUOffloadConnector", "OffloadingConnector", "LMCacheConnectorV1",
-                                "LMCacheMPConnector", "FlexKVConnectorV1"})
 
 Rule = Callable[[Profile], Iterator[Problem]]
 
 
-def _flags(p: Profile) -> Flags:
-    return Flags(p.recipe.aggregated_flags)
-
-
 def _flag_path(p: Profile, name: str) -> list[str]:
-    return [*FLAGS, _flags(p).key(name) or name]
+    return [*FLAGS, p.flags.key(name)]
 
 
 def _rp(p: Profile, path, message: str, fix: str = "") -> Problem:
@@ -53,9 +49,9 @@ def concurrency_list(p: Profile) -> Iterator[Problem]:
 
 
 def layout_matches_flags(p: Profile) -> Iterator[Problem]:
-    f, lay = _flags(p), p.spec.layout
+    f, lay = p.flags, p.spec.layout
     for dim, flag in (("tp", "tensor-parallel-size"), ("dp", "data-parallel-size"), ("pp", "pipeline-parallel-size")):
-        have = f.int(flag, 1)
+        have = getattr(f, dim)
         if have != getattr(lay, dim):
             yield _rp(p, _flag_path(p, flag),
                       f"vLLM gets --{flag} {have} but profile.layout.{dim} is {getattr(lay, dim)}",
@@ -63,9 +59,9 @@ def layout_matches_flags(p: Profile) -> Iterator[Problem]:
 
 
 def expert_parallel(p: Profile) -> Iterator[Problem]:
-    f, lay = _flags(p), p.spec.layout
-    if f.on("enable-expert-parallel"):
-        want = f.int("tensor-parallel-size", 1) * f.int("data-parallel-size", 1)
+    f, lay = p.flags, p.spec.layout
+    if f.expert_parallel:
+        want = f.ep
         if lay.ep != want:
             yield _pp(p, ["layout", "ep"], f"expert parallelism is on, so vLLM's EP = TP x DP = {want}, "
                       f"but the layout says EP{lay.ep}", f"set layout.ep: {want}")
@@ -100,10 +96,10 @@ def gpu_count(p: Profile) -> Iterator[Problem]:
 
 
 def batch_capacity(p: Profile) -> Iterator[Problem]:
-    f, lay = _flags(p), p.spec.layout
-    if not f.has("max-num-seqs") or not p.spec.concurrency:
+    lay = p.spec.layout
+    seqs = p.flags.max_num_seqs
+    if seqs is None or not p.spec.concurrency:
         return
-    seqs = f.int("max-num-seqs", 0)
     top = max(p.spec.concurrency)
     if seqs * lay.dp < top:
         yield _rp(p, _flag_path(p, "max-num-seqs"),
@@ -111,56 +107,26 @@ def batch_capacity(p: Profile) -> Iterator[Problem]:
                   f"raise max-num-seqs to >= {math.ceil(top / lay.dp)} or drop concurrencies above {seqs * lay.dp}")
 
 
-def _capture_sizes(p: Profile) -> tuple[list[str], list[int]] | None:
-    f = _flags(p)
-    for flag in ("cudagraph-capture-sizes", "cuda-graph-sizes"):
-        if f.has(flag):
-            value = f.get(flag)
-            sizes = value if isinstance(value, list) else [int(x) for x in str(value).replace(",", " ").split()]
-            return _flag_path(p, flag), [int(s) for s in sizes]
-    try:
-        cfg = f.json("compilation-config") or {}
-    except ValueError:
-        return None
-    if "cudagraph_capture_sizes" in cfg:
-        return _flag_path(p, "compilation-config"), [int(s) for s in cfg["cudagraph_capture_sizes"]]
-    if "max_cudagraph_capture_size" in cfg:
-        return _flag_path(p, "compilation-config"), [int(cfg["max_cudagraph_capture_size"])]
-    return None
-
-
 def cuda_graph_coverage(p: Profile) -> Iterator[Problem]:
-    f = _flags(p)
-    found = _capture_sizes(p)
-    if found is None or f.on("enforce-eager") or not f.has("max-num-seqs"):
+    f = p.flags
+    if f.capture is None or f.enforce_eager or f.max_num_seqs is None:
         return
-    path, sizes = found
-    try:
-        spec = f.json("speculative-config") or {}
-    except ValueError:
-        spec = {}
-    k = int(spec.get("num_speculative_tokens", 0) or 0)
-    need = f.int("max-num-seqs", 0) * (1 + k)
-    if not sizes or max(sizes) < need:
-        why = f"max-num-seqs {f.int('max-num-seqs', 0)}" + (f" x (1 + {k} speculative tokens)" if k else "")
-        yield _rp(p, path, f"largest CUDA-graph capture size {max(sizes) if sizes else 0} does not cover the "
-                  f"per-engine batch of {need} tokens ({why}); larger batches run eager",
+    k = f.speculative_tokens
+    need = f.max_num_seqs * (1 + k)
+    if f.capture.largest < need:
+        why = f"max-num-seqs {f.max_num_seqs}" + (f" x (1 + {k} speculative tokens)" if k else "")
+        yield _rp(p, [*FLAGS, f.capture.key], f"largest CUDA-graph capture size {f.capture.largest} does not cover "
+                  f"the per-engine batch of {need} tokens ({why}); larger batches run eager",
                   f"capture sizes up to {need}")
 
 
-def json_flags(p: Profile) -> Iterator[Problem]:
-    for key, value in p.recipe.aggregated_flags.items():
-        is_json = canonical(key) in JSON_FLAGS or (isinstance(value, str) and value.lstrip().startswith("{"))
-        if not is_json or isinstance(value, dict):
-            continue
-        try:
-            parsed = json.loads(value) if isinstance(value, str) else None
-        except json.JSONDecodeError as err:
-            yield _rp(p, [*FLAGS, key], f"not valid JSON: {err.msg} at column {err.colno}",
-                      "quote the whole object in single quotes and use double quotes inside")
-            continue
-        if not isinstance(parsed, dict):
-            yield _rp(p, [*FLAGS, key], f"expected a JSON object, got {value!r}", "give a {...} object")
+def flag_values(p: Profile) -> Iterator[Problem]:
+    """Values the flag views could not read: JSON that does not parse or is not an object, numbers that are
+    not numbers. The views fall back to vLLM's defaults, so every other rule still runs."""
+    for key, message in p.flags.errors.items():
+        fix = ("quote the whole object in single quotes and use double quotes inside" if "JSON" in message
+               else "give a value of the type the flag takes")
+        yield _rp(p, [*FLAGS, key], message, fix)
 
 
 def _env_blocks(p: Profile):
@@ -172,7 +138,7 @@ def _env_blocks(p: Profile):
 def literal_placeholders(p: Profile) -> Iterator[Problem]:
     templates = set(p.spec.templates)
     items = list(_env_blocks(p))
-    items += [([*FLAGS, k], v) for k, v in p.recipe.aggregated_flags.items() if isinstance(v, str)]
+    items += [([*FLAGS, k], v) for k, v in p.flags.raw.items() if isinstance(v, str)]
     for path, value in items:
         found = placeholders(value)
         if not found:
@@ -194,62 +160,43 @@ def literal_placeholders(p: Profile) -> Iterator[Problem]:
 
 
 def connector_conflict(p: Profile) -> Iterator[Problem]:
-    f = _flags(p)
-    if p.recipe.backend.connector is not None and f.has("kv-transfer-config"):
+    if p.recipe.backend.connector is not None and p.flags.has("kv-transfer-config"):
         yield _rp(p, ["backend", "connector"], f"connector {p.recipe.backend.connector!r} also renders "
                   "--kv-transfer-config, which vllm_config already sets (one would silently win)",
                   "set backend.connector: null")
 
 
-def _offload_config(p: Profile) -> dict | None:
-    try:
-        kv = _flags(p).json("kv-transfer-config")
-    except ValueError:
-        return None
-    if kv and kv.get("kv_connector") in OFFLOAD_CONNECTORS:
-        return kv
-    return None
-
-
 def offload_labels(p: Profile) -> Iterator[Problem]:
-    kv = _offload_config(p)
+    kv = p.flags.offload
     labels = p.spec.labels
     if labels.kv_offloading == "dram" and kv is None:
         yield _pp(p, ["labels", "kv-offloading"], "labelled dram offload, but no offload connector in "
                   "--kv-transfer-config", "add the connector or label kv-offloading: none")
     if labels.kv_offloading == "none" and kv is not None:
-        yield _pp(p, ["labels", "kv-offloading"], f"{kv['kv_connector']} is configured but the profile is "
+        yield _pp(p, ["labels", "kv-offloading"], f"{kv.connector} is configured but the profile is "
                   "labelled kv-offloading: none", "label it kv-offloading: dram")
     if labels.kv_offloading == "dram" and not labels.kv_offload_backend:
         yield _pp(p, ["labels", "kv-offload-backend"], "dram offload needs a backend label",
                   "e.g. kv-offload-backend: vllm-simple")
-    spec_on = _flags(p).has("speculative-config")
+    spec_on = p.flags.has("speculative-config")
     if (labels.spec_decoding != "none") != spec_on:
         yield _pp(p, ["labels", "spec-decoding"], f"labelled {labels.spec_decoding!r} but speculative-config "
                   f"is {'set' if spec_on else 'absent'}", "make the label match the flags")
 
 
 def offload_dram_budget(p: Profile) -> Iterator[Problem]:
-    kv = _offload_config(p)
-    if kv is None:
+    """The CPU pools of the ranks on one node must fit the node's DRAM budget (vLLM sizes them per rank)."""
+    kv = p.flags.offload
+    if kv is None or kv.bytes_per_rank is None:
         return
-    extra = kv.get("kv_connector_extra_config") or {}
-    gpus = p.spec.layout.gpus
-    per_rank = extra.get("cpu_bytes_to_use_per_rank")
-    if per_rank is None and extra.get("cpu_bytes_to_use") is not None:
-        per_rank = extra["cpu_bytes_to_use"] / gpus
-    if per_rank is None:
-        return
-    ranks = min(gpus, p.cluster.gpus_per_node)
-    need = per_rank * ranks
-    budget = p.cluster.dram_budget_bytes_per_node
-    if need > budget:
+    pool = capacity_model.offload_per_node(p.flags, p.cluster)
+    if pool.need > pool.budget:
         gib = 2**30
         yield _rp(p, _flag_path(p, "kv-transfer-config"),
-                  f"offload pool {per_rank / gib:.1f} GiB per rank x {ranks} ranks per node = {need / gib:.1f} GiB "
-                  f"> {p.cluster.name} DRAM {p.cluster.host_dram_mib_per_node} MiB x "
-                  f"{p.cluster.dram_utilization} = {budget / gib:.1f} GiB",
-                  f"use at most {math.floor(budget / ranks / gib)} GiB per rank")
+                  f"offload pool {kv.bytes_per_rank / gib:.1f} GiB per rank ({kv.source}) x {pool.ranks} ranks per "
+                  f"node = {pool.need / gib:.1f} GiB > {p.cluster.name} DRAM {p.cluster.host_dram_mib_per_node} MiB x "
+                  f"{p.cluster.dram_utilization} = {pool.budget / gib:.1f} GiB",
+                  f"use at most {math.floor(pool.budget / pool.ranks / gib)} GiB per rank")
 
 
 def gates(p: Profile) -> Iterator[Problem]:
@@ -270,21 +217,17 @@ def identity(p: Profile) -> Iterator[Problem]:
                   f"{p.recipe.model.container!r}", "make them the same image")
 
 
-# Flags the launcher derives from the layout (servebench.server.plan); a recipe value would be replaced.
-DERIVED_FLAGS = frozenset({"headless", "master-addr", "nnodes", "node-rank", "data-parallel-size-local",
-                           "data-parallel-start-rank", "data-parallel-address", "data-parallel-hybrid-lb",
-                           "data-parallel-rank", "host", "port", "model"})
 # The same option under the other entrypoint, for the fix text.
 _COUNTERPARTS = {"tool-call-parser": "dyn-tool-call-parser", "reasoning-parser": "dyn-reasoning-parser",
                  "enable-auto-tool-choice": None, "chat-template": "custom-jinja-template"}
 
 
 def entrypoint_flags(p: Profile) -> Iterator[Problem]:
-    """Every flag must be one the receiving entrypoint's real parser accepts (pinned table, scripts/flag-table)."""
+    """Every flag must be one the receiving entrypoint's real parser accepts (pinned table, servebench/tools/flag_table.py)."""
     table = flag_tables.load(p.cluster.runtime.flag_table)
     worker = "vllm serve" if p.recipe.frontend.type == "vllm" else "dynamo.vllm"
     accepted = set(table.entrypoints[worker])
-    for key, value in p.recipe.aggregated_flags.items():
+    for key, value in p.flags.raw.items():
         name = canonical(key)
         if name in DERIVED_FLAGS:
             yield _rp(p, [*FLAGS, key], f"--{name} is derived from the layout by servebench (per node)",
@@ -312,10 +255,9 @@ def entrypoint_flags(p: Profile) -> Iterator[Problem]:
 
 def capacity(p: Profile) -> Iterator[Problem]:
     """The profile must hold its weights while loading, and one full-context request (servebench capacity)."""
-    if p.model_spec is None:
+    if p.model is None:
         return
-    from .capacity import estimate
-    for prob in estimate(p, p.model_spec).problems:
+    for prob in capacity_model.estimate(p).problems:
         yield _rp(p, _flag_path(p, "tensor-parallel-size"), f"does not fit on {p.cluster.name}: {prob}",
                   f"see `servebench capacity {p.id}`; use more GPUs per replica (TP/EP), a lower max-model-len "
                   "or a smaller offload pool")
@@ -332,7 +274,7 @@ RULES: dict[str, Rule] = {
     "gpu-count": gpu_count,
     "batch-capacity": batch_capacity,
     "cuda-graphs": cuda_graph_coverage,
-    "json-flags": json_flags,
+    "flag-values": flag_values,
     "placeholders": literal_placeholders,
     "connector": connector_conflict,
     "offload-labels": offload_labels,

@@ -1,48 +1,37 @@
-"""Per-case junit properties and the run's markdown summary table (for a PR comment or a step summary).
+"""Per-case junit properties and the run's summary table (markdown for a PR comment, lines for the terminal).
 
 Properties travel on ``report.user_properties``, which pytest-xdist forwards from workers, so the controller's
-collector sees every case of the run.
+collector sees every case of the run. Columns are the result model's headline metrics
+(:data:`servebench.result.METRICS`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from .report import get
+from .result import METRICS, PointResult, metrics
+
+# The summary's columns, in order (offload arms add the CPU-tier columns).
+COLUMNS = ("output_tps", "output_tps_per_gpu", "tps_per_user_p50", "ttft_p50_ms", "error_rate",
+           "effective_concurrency", "cpu_tier_hit_share", "prompt_tokens_from_cpu_tier")
+TERMINAL = ("output_tps", "output_tps_per_gpu", "tps_per_user_p50", "error_rate", "cpu_tier_hit_share")
 
 
-KEYS = {   # property name -> path in the result JSON
-    "output_tps": ("throughput", "output_tps"),
-    "output_tps_per_gpu": ("throughput", "output_tps_per_gpu"),
-    "total_tps_per_gpu": ("throughput", "total_tps_per_gpu"),
-    "gpus": ("throughput", "gpus"),
-    "tps_per_user_p50": ("interactivity", "output_tps_per_user", "p50"),
-    "ttft_p50_ms": ("latency_ms", "ttft", "p50"),
-    "itl_p50_ms": ("latency_ms", "itl", "p50"),
-    "error_rate": ("requests", "error_rate"),
-    "successful_requests": ("requests", "successful"),
-    "effective_concurrency": ("concurrency", "effective_avg"),
-    "prefix_cache_hit_rate": ("server", "prefix_cache_hit_rate"),
-    "output_token_ratio": ("output_token_ratio",),
-}
-
-
-def properties(result: dict) -> dict[str, object]:
-    out: dict[str, object] = {"case_id": result["identity"]["case_id"],
-                              "recipe_fingerprint": result["identity"]["recipe_fingerprint"]}
-    for name, path in KEYS.items():
-        value = get(result, path)
+def properties(result: PointResult) -> dict[str, object]:
+    """junit properties of one point: identity, every headline metric, the stored verdict."""
+    out: dict[str, object] = {"case_id": result.identity.case_id,
+                              "recipe_fingerprint": result.identity.recipe_fingerprint}
+    for name, value in metrics(result).items():
         out[name] = round(value, 4) if isinstance(value, float) else value
+    if result.verdict is not None:
+        out["verdict"] = "passed" if result.verdict.passed else "failed"
     return out
 
 
 class Collector:
-    """Registered as a plugin by servebench.plugin: one row per case, written as markdown at the end."""
+    """One row per case, from the reports pytest (and xdist) deliver to the controller."""
 
-    def __init__(self, config: pytest.Config):
-        self.config = config
+    def __init__(self) -> None:
         self.rows: dict[str, dict] = {}
 
     @pytest.hookimpl
@@ -59,50 +48,34 @@ class Collector:
         elif report.outcome == "failed":
             row["reason"] = _first_line(report.longreprtext)
 
-    def rows_measured(self) -> list[dict]:
-        return [r for r in self.rows.values() if r["verdict"] != "skipped"]
+    def measured(self) -> list[dict]:
+        return sorted((r for r in self.rows.values() if r["verdict"] != "skipped"), key=lambda r: r["case_id"])
 
     def markdown(self) -> str:
-        rows = self.rows_measured()
-        lines = ["| case | verdict | output tok/s | per GPU | tok/s/user p50 | TTFT p50 ms | error rate | eff. conc |",
-                 "|---|---|---:|---:|---:|---:|---:|---:|"]
-        for r in sorted(rows, key=lambda r: r["case_id"]):
-            lines.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
-                r["case_id"],
-                _verdict(r) + (f": {r['reason']}" if r.get("reason") and r["verdict"] != "passed" else ""),
-                _fmt(r.get("output_tps")), _fmt(r.get("output_tps_per_gpu")), _fmt(r.get("tps_per_user_p50")),
-                _fmt(r.get("ttft_p50_ms")), _pct(r.get("error_rate")), _fmt(r.get("effective_concurrency"))))
+        head = ["case", "verdict", *(METRICS[c].label for c in COLUMNS)]
+        lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * len(COLUMNS)]
+        for r in self.measured():
+            verdict = _verdict(r) + (f": {r['reason']}" if r.get("reason") and r["verdict"] != "passed" else "")
+            lines.append("| " + " | ".join([r["case_id"], verdict, *(cell(r.get(c), METRICS[c].kind)
+                                                                      for c in COLUMNS)]) + " |")
         skipped = [r for r in self.rows.values() if r["verdict"] == "skipped"]
         if skipped:
-            lines.append("")
-            lines.append(f"{len(skipped)} case(s) skipped; e.g. {skipped[0].get('reason', '')[:200]}")
+            lines += ["", f"{len(skipped)} case(s) skipped; e.g. {skipped[0].get('reason', '')[:200]}"]
         return "\n".join(lines) + "\n"
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if hasattr(self.config, "workerinput") or not self.rows_measured():
-            return
-        results = Path(self.config.getoption("--results-dir"))
-        path = results / "summary.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("# servebench results\n\n" + self.markdown())
-        self.path = path
-        try:   # the report must never cost the run its results
-            from . import report
-            from .plugin import catalog
-            self.report = report.write(results, catalog=catalog(self.config),
-                                       only={r["case_id"] for r in self.rows_measured()})
-        except Exception as err:  # noqa: BLE001
-            self.report_error = f"{type(err).__name__}: {err}"
-
     def terminal_lines(self) -> list[str]:
-        rows = sorted(self.rows_measured(), key=lambda r: r["case_id"])
-        lines = [f"{'case':40} {'verdict':8} {'tok/s':>9} {'tok/s/GPU':>10} {'tok/s/user':>10} {'errors':>7}"]
-        for r in rows:
-            lines.append(f"{r['case_id']:40} {_verdict(r):8} {_fmt(r.get('output_tps')):>9} "
-                         f"{_fmt(r.get('output_tps_per_gpu')):>10} {_fmt(r.get('tps_per_user_p50')):>10} "
-                         f"{_pct(r.get('error_rate')):>7}")
+        lines = [f"{'case':40} {'verdict':8} " + " ".join(f"{METRICS[c].label[:14]:>14}" for c in TERMINAL)]
+        for r in self.measured():
+            lines.append(f"{r['case_id']:40} {_verdict(r):8} "
+                         + " ".join(f"{cell(r.get(c), METRICS[c].kind):>14}" for c in TERMINAL))
         return lines
+
+
+def cell(x, kind: str = "num") -> str:
+    """One table cell: blank when not measured."""
+    if x is None or isinstance(x, bool) or not isinstance(x, (int, float)):
+        return "" if x is None else str(x)
+    return f"{x:.1%}" if kind == "pct" else f"{x:,.1f}"
 
 
 def _verdict(row: dict) -> str:
@@ -115,12 +88,3 @@ def _first_line(text: str) -> str:
         if line.startswith("E "):
             return line[2:].strip()[:160]
     return (text.strip().splitlines() or [""])[-1][:160]
-
-
-def _fmt(x) -> str:
-    return "" if x is None else f"{x:,.1f}" if isinstance(x, (int, float)) else str(x)
-
-
-def _pct(x) -> str:
-    return "" if x is None else f"{x:.1%}"
-

@@ -1,82 +1,74 @@
-"""Judge one point's result against its profile's gates. Each failed check has its own message."""
+"""Judge one point's result against its profile's gates (and a baseline). Each failed check has its own message.
+
+The pytest case judges once and stores the :class:`~servebench.result.Verdict` with the point; reports show
+that stored verdict and never re-judge.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from datetime import datetime, timezone
 
-from .recipe import Profile
-from .results import validate
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    message: str
+from .profile import Profile
+from .result import Check, PointResult, Verdict
 
 
-def judge(result: dict, profile: Profile, baseline: dict | None = None) -> list[Check]:
-    """All checks in order; schema problems stop the rest (the numbers cannot be trusted). With a baseline
-    (servebench.baseline), the point must also keep its throughput within the profile's tolerance."""
-    problems = validate(result)
-    if problems:
-        return [Check("schema", False, "result does not match schemas/result.schema.json:\n  " + "\n  ".join(problems))]
-    checks = [Check("schema", True, "")]
+def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
+          baseline_file: str | None = None, schema_errors: list[str] = ()) -> Verdict:
+    """All checks in order. ``schema_errors``: how the written file breaks the checked-in JSON Schema (what
+    consumers of the file rely on). With a baseline (servebench.baseline), the point must also keep its
+    throughput within the profile's tolerance."""
+    checks = [Check(name="schema", ok=not schema_errors, message="result file does not match "
+                    "schemas/result.schema.json:\n  " + "\n  ".join(schema_errors))]
     g = profile.spec.gates
-    req, thr, conc = result["requests"], result["throughput"], result["concurrency"]
-    run = result["run"]
+    req, thr, conc, run = result.requests, result.throughput, result.concurrency, result.run
+    case, target = result.identity.case_id, result.identity.concurrency
 
-    ok = bool(req["successful"])
-    why = (f"0 successful requests of {req['completed']:.0f} completed"
-           if req["completed"] else "AIPerf completed no request")
-    if not run["summary_present"]:
-        why += f" and wrote no summary (exit code {run['aiperf_exit_code']}; see {run['artifact_dir']}/logs)"
-    checks.append(Check("successful", ok, why))
+    why = (f"0 successful requests of {req.completed:.0f} completed" if req.completed
+           else "AIPerf completed no request")
+    if not run.summary_present:
+        why += f" and wrote no summary (exit code {run.aiperf_exit_code}; see {run.artifact_dir}/logs)"
+    checks.append(Check(name="successful", ok=bool(req.successful), message=why))
 
-    rate = req["error_rate"]
-    causes = ", ".join(f"{k} {v}" for k, v in req["errors_by_cause"].items()) or "none classified"
-    checks.append(Check("error_rate", rate is not None and rate <= g.error_rate,
-                        f"error rate {_pct(rate)} ({req['errors']:.0f} of {req['completed'] or 0:.0f} requests; "
-                        f"{causes}) exceeds the gate {g.error_rate:.1%} (profile.gates.error_rate)"))
-    if run["was_cancelled"]:
-        checks.append(Check("live_error_rate", False, f"AIPerf aborted the run: live error rate above "
-                            f"{g.live:.1%} (profile.gates.live_error_rate)"))
+    rate = req.error_rate
+    causes = ", ".join(f"{k} {v}" for k, v in req.errors_by_cause.items()) or "none classified"
+    checks.append(Check(name="error_rate", ok=rate is not None and rate <= g.error_rate,
+                        message=f"error rate {_pct(rate)} ({req.errors or 0:.0f} of {req.completed or 0:.0f} "
+                                f"requests; {causes}) exceeds the gate {g.error_rate:.1%} (profile.gates.error_rate)"))
+    if run.was_cancelled:
+        checks.append(Check(name="live_error_rate", ok=False, message=f"AIPerf aborted the run: live error rate "
+                            f"above {g.live:.1%} (profile.gates.live_error_rate)"))
 
-    floor = g.min_output_tps_per_gpu.get(result["identity"]["concurrency"])
+    floor = g.min_output_tps_per_gpu.get(target)
+    got = thr.output_tps_per_gpu
     if floor is not None:
-        got = thr["output_tps_per_gpu"]
-        checks.append(Check("throughput", got is not None and got >= floor,
-                            f"output throughput {_num(got)} tok/s per GPU (over {thr['gpus']} GPUs) is below the "
-                            f"floor {floor} (profile.gates.min_output_tps_per_gpu[{result['identity']['concurrency']}])"))
+        checks.append(Check(name="throughput", ok=got is not None and got >= floor,
+                            message=f"output throughput {_num(got)} tok/s per GPU (over {thr.gpus} GPUs) is below "
+                                    f"the floor {floor} (profile.gates.min_output_tps_per_gpu[{target}])"))
 
-    base = (baseline or {}).get("points", {}).get(result["identity"]["case_id"])
+    base = (baseline or {}).get("points", {}).get(case)
     if base is not None:
         tol = g.baseline_tolerance
         floor_b = base["output_tps_per_gpu"] * (1 - tol)
-        got = thr["output_tps_per_gpu"]
-        note = "" if base["recipe_fingerprint"] == result["identity"]["recipe_fingerprint"] else \
+        note = "" if base["recipe_fingerprint"] == result.identity.recipe_fingerprint else \
             " (the baseline was measured with a different recipe fingerprint)"
-        checks.append(Check("baseline", got is not None and got >= floor_b,
-                            f"regression: output {_num(got)} tok/s per GPU < baseline {base['output_tps_per_gpu']:.1f} x "
-                            f"(1 - {tol:.0%}) = {floor_b:.1f} (run {base['run_id']}; "
-                            f"profile.gates.baseline_tolerance){note}"))
+        checks.append(Check(name="baseline", ok=got is not None and got >= floor_b,
+                            message=f"regression: output {_num(got)} tok/s per GPU < baseline "
+                                    f"{base['output_tps_per_gpu']:.1f} x (1 - {tol:.0%}) = {floor_b:.1f} "
+                                    f"(run {base['run_id']}; profile.gates.baseline_tolerance){note}"))
 
-    ratio = conc["ratio"]
+    ratio = conc.ratio
     bound = ratio is None or ratio < g.min_concurrency_ratio
-    checks.append(Check("concurrency", not bound or g.allow_client_bound,
-                        f"client-bound: effective concurrency {_num(conc['effective_avg'])} of target {conc['target']} "
-                        f"({_pct(ratio)} < {g.min_concurrency_ratio:.0%}); the load generator, not the server, "
-                        "limited this point (set profile.gates.allow_client_bound to report it without failing)"))
-    return checks
+    checks.append(Check(name="concurrency", ok=not bound or g.allow_client_bound,
+                        message=f"client-bound: effective concurrency {_num(conc.effective_avg)} of target "
+                                f"{conc.target} ({_pct(ratio)} < {g.min_concurrency_ratio:.0%}); the load generator, "
+                                "not the server, limited this point (set profile.gates.allow_client_bound to report "
+                                "it without failing)"))
+    return Verdict(passed=all(c.ok for c in checks), checks=checks, baseline=baseline_file,
+                   judged_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
-def client_bound(result: dict, profile: Profile) -> bool:
-    ratio = result["concurrency"]["ratio"]
-    return ratio is None or ratio < profile.spec.gates.min_concurrency_ratio
-
-
-def failures(checks: list[Check]) -> list[str]:
-    return [c.message for c in checks if not c.ok]
+def failures(verdict: Verdict) -> list[str]:
+    return verdict.failures
 
 
 def _pct(x: float | None) -> str:

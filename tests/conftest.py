@@ -1,5 +1,11 @@
 pytest_plugins = ["pytester"]
 
+import matplotlib  # noqa: E402
+matplotlib.use("Agg")
+# In-process pytester runs restore sys.modules afterwards; a C extension (numpy, kiwisolver) cannot be imported
+# twice in one process, so the report's plotting stack is imported once, here, before any of them.
+import matplotlib.pyplot  # noqa: E402,F401
+
 import shutil
 from pathlib import Path
 
@@ -31,7 +37,7 @@ def edit(path: Path, old: str, new: str, count: int = 1) -> None:
 @pytest.fixture(scope="session")
 def catalog():
     """The shipped recipe catalog (read-only; tests that break it use `recipes`)."""
-    from servebench.recipe import Catalog
+    from servebench.catalog import Catalog
     return Catalog.load(REPO / "recipes")
 
 

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servebench.capacity import GIB, estimate, load_models
+from servebench.capacity import GIB, estimate
+from servebench.catalog import load_models
 from servebench.errors import ConfigError
-from servebench.recipe import Catalog
+from servebench.catalog import Catalog
 from tests.conftest import REPO, edit
 
 
@@ -26,7 +27,7 @@ def gb200(catalog):
 
 def test_the_four_gb200_profiles_fit(catalog):
     for p in gb200(catalog):
-        est = estimate(p, p.model_spec)
+        est = estimate(p)
         assert est.fits, (p.id, est.problems)
         assert est.load_peak < est.hbm and est.kv_tokens >= 1_048_576     # one native 1M-context request
 
@@ -51,7 +52,7 @@ def test_tp2_dp8_and_tp4_dp4_differ_only_in_non_expert_weights(recipes, catalog)
     bad = next(p for p in Catalog.load(tp2_dp8(recipes), skip_rules={"capacity"}).profiles
                if p.id == "kimi-k3-gb200-dep")
     good = next(p for p in catalog.profiles if p.id == "kimi-k3-gb200-dep")
-    b, g = estimate(bad, bad.model_spec), estimate(good, good.model_spec)
+    b, g = estimate(bad), estimate(good)
     assert b.weights_detail["experts"] == g.weights_detail["experts"]          # EP16 both ways
     assert b.weights_detail["non_expert"] == pytest.approx(2 * g.weights_detail["non_expert"])
     assert g.load_peak <= g.hbm < b.load_peak
@@ -104,7 +105,7 @@ GMU = st.floats(min_value=0.5, max_value=0.98)
 
 
 def fits(p, tp, dp, gmu, ep=True):
-    return estimate(p, p.model_spec, gmu, {"tensor-parallel-size": tp, "data-parallel-size": dp,
+    return estimate(p, gmu, {"tensor-parallel-size": tp, "data-parallel-size": dp,
                                            "enable-expert-parallel": ep}).fits
 
 
@@ -126,4 +127,59 @@ def test_verdict_is_monotone_in_gpu_memory_utilization(catalog, name, tp, dp, a,
     lo, hi = min(a, b), max(a, b)
     if fits(p, tp, dp, lo):
         assert fits(p, tp, dp, hi)
-    assert estimate(p, p.model_spec, hi).kv_pool >= estimate(p, p.model_spec, lo).kv_pool - 1e-6 * GIB
+    assert estimate(p, hi).kv_pool >= estimate(p, lo).kv_pool - 1e-6 * GIB
+
+
+# ---- one reading of the flags for rules and capacity (bugs where the two had drifted) ----
+
+GIB_INT = 2**30
+OFFLOAD_JSON = ('{"kv_connector":"SimpleCPUOffloadConnector","kv_role":"kv_both","kv_connector_extra_config":'
+                '{"cpu_bytes_to_use":549755813888,"cpu_bytes_to_use_per_rank":137438953472,"lazy_offload":false}}')
+
+
+def offload_only_total(recipes, total_gib: int):
+    """dep_offload with only cpu_bytes_to_use (server-wide), as users of vLLM's connector often write it."""
+    edit(recipes / "kimi-k3/gb200/dep_offload.yaml", OFFLOAD_JSON,
+         '{"kv_connector":"SimpleCPUOffloadConnector","kv_role":"kv_both","kv_connector_extra_config":'
+         f'{{"cpu_bytes_to_use":{total_gib * GIB_INT},"lazy_offload":false}}}}')
+    return recipes
+
+
+def test_cpu_bytes_to_use_is_split_over_the_engines_tp_ranks(recipes):
+    """vLLM's SimpleCPUOffloadConnector divides cpu_bytes_to_use by the engine's world size (TP x PP = 4 here),
+    not by every GPU of the layout (16) and not by nothing: 512 GiB -> 128 GiB per rank, 4 ranks per node,
+    512 GiB per node, which fits the node's 512.4 GiB budget. Before, the capacity model took 512 GiB per rank
+    (2 TiB per node: a false 'does not fit')."""
+    p = next(p for p in Catalog.load(offload_only_total(recipes, 512)).profiles if p.name == "dep_offload")
+    assert p.flags.offload.bytes_per_rank == 128 * GIB_INT
+    est = estimate(p)
+    assert est.dram_pool_per_node == 512 * GIB_INT and est.fits, est.problems
+
+
+def test_an_oversized_server_wide_pool_fails_rule_and_capacity_alike(recipes):
+    """1 TiB server-wide = 256 GiB per rank = 1 TiB per node > 512 GiB. Before, the rule divided by 16 GPUs
+    (64 GiB per rank, 'fits') while capacity said 4 TiB."""
+    with pytest.raises(ConfigError) as err:
+        Catalog.load(offload_only_total(recipes, 1024))
+    text = str(err.value)
+    assert "offload pool 256.0 GiB per rank (cpu_bytes_to_use / world size (TP x PP = 4))" in text
+    assert "CPU KV pool 4 ranks x 256 GiB = 1024 GiB per node" in text
+
+
+@pytest.mark.parametrize("flags, largest", [
+    ({"cuda-graph-sizes": "8 16 32"}, 32),
+    ({"cudagraph-capture-sizes": [4, 8, 64]}, 64),
+    ({"compilation-config": '{"max_cudagraph_capture_size": 48}'}, 48),
+    ({"compilation-config": {"cudagraph_capture_sizes": [2, 4, 96]}}, 96),
+])
+def test_capture_sizes_are_read_one_way_by_rules_and_capacity(catalog, flags, largest):
+    """Before, capacity read only compilation-config's list and --cudagraph-capture-sizes, so --cuda-graph-sizes
+    and max_cudagraph_capture_size fell back to vLLM's default (2 x max-num-seqs) in the memory model."""
+    from servebench.capacity import GRAPH_GIB_PER_128, GRAPH_REF_HIDDEN_X_LAYERS
+
+    p = next(x for x in catalog.profiles if x.id == "kimi-k3-gb200-tep")
+    drop = {"compilation-config": None} if "compilation-config" not in flags else {}
+    est = estimate(p, overrides={**drop, **flags})
+    assert p.flags.with_overrides({**drop, **flags}).capture.largest == largest
+    scale = p.model.hidden_size.value * p.model.layers.value / GRAPH_REF_HIDDEN_X_LAYERS
+    assert est.graphs == pytest.approx(GRAPH_GIB_PER_128 * GIB * largest / 128 * scale)

@@ -25,7 +25,7 @@ def test_valid_file_passes():
 
 
 def test_shipped_changelog_is_valid(repo):
-    from servebench.recipe import Catalog
+    from servebench.catalog import Catalog
     ids = [p.id for p in Catalog.load(repo / "recipes").profiles]
     assert check((repo / "perf-changelog.yaml").read_bytes(), "perf-changelog.yaml", ids) == []
 

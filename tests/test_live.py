@@ -17,11 +17,13 @@ from servebench.cluster.local import LocalBackend
 from servebench.matrix import Point
 from servebench.measure import measure
 from servebench.models import ensure_model
-from servebench.recipe import Catalog
-from servebench.results import validate
+from servebench.catalog import Catalog
+from servebench.result import file_problems, parse
+from servebench.result import problems as validate
 from servebench.server import deploy
-from servebench.server.plan import Engine, ProcSpec, ServerPlan, free_ports, placement_for, plan
-from servebench.verdict import failures, judge
+from servebench.server.placement import free_ports, placement_for
+from servebench.server.plan import Engine, ProcSpec, ServerPlan, plan
+from servebench.verdict import judge
 from tests.conftest import REPO, edit
 
 pytestmark = pytest.mark.local
@@ -128,16 +130,16 @@ def test_real_aiperf_point_on_real_server(catalog, vllm_server, tmp_path):
     status: list[str] = []
     out = measure(Point(prof, 2), vllm_server, run_id="live", results_dir=tmp_path, aiperf_bin=str(AIPERF),
                   tokenizer_dir=vllm_server.tokenizer_dir, progress=status.append, tick_s=2)
-    r = out.result
+    r = out.result.dump()
     assert status and all(s.startswith("tiny-llama-cpu-vllm-c2: ") and " requests done, " in s and
                           s.endswith(" errors so far") for s in status), status
     assert any(not s.split(", ")[1].startswith("0 requests") for s in status), status   # counts move
-    assert validate(r) == [] and out.path.is_file() and out.copy.is_file()
+    assert validate(r) == [] and file_problems(out.path) == [] and out.copy.is_file()
     assert r["run"]["aiperf_exit_code"] == 0 and r["requests"]["successful"] > 0 and r["requests"]["errors"] == 0
     assert r["output_token_ratio"] == pytest.approx(1.0, abs=0.01)
     assert r["server"]["prefix_cache_hits"] > 0      # turns of a session share their growing prefix
     assert r["requests"]["warmup_dropped"] == 2 and r["identity"]["versions"]["aiperf"] == "0.13.0"
-    assert failures(judge(r, prof)) == []
+    assert judge(parse(r), prof).failures == []
 
 
 def test_server_dying_at_startup_fails_with_its_log_tail(catalog, tiny_model, tmp_path):
@@ -173,13 +175,13 @@ def test_injected_faults_fail_the_point_with_the_measured_rate(catalog, tiny_mod
     dep = fake(prof, tmp_path, tiny_model, *flags)
     try:
         r = measure(Point(prof, 2), dep, run_id="faults", results_dir=tmp_path, aiperf_bin=str(AIPERF),
-                    tokenizer_dir=tiny_model).result
+                    tokenizer_dir=tiny_model).result.dump()
     finally:
         dep.allocation.release()
     assert validate(r) == []
     rate = r["requests"]["error_rate"]
     assert lo <= rate <= hi and set(r["requests"]["errors_by_cause"]) == {cause}
-    msgs = failures(judge(r, prof))
+    msgs = judge(parse(r), prof).failures
     assert any(m.startswith(f"error rate {rate:.1%} (") and f"{cause} " in m for m in msgs), msgs
 
 
@@ -191,10 +193,10 @@ def test_all_requests_failing_is_a_failed_point_not_a_crash(catalog, tiny_model,
                       tokenizer_dir=tiny_model)
     finally:
         dep.allocation.release()
-    r = out.result
+    r = out.result.dump()
     assert out.path.is_file() and validate(r) == []
     assert r["requests"]["successful"] == 0 and r["requests"]["errors"] > 0
-    msgs = failures(judge(r, prof))
+    msgs = judge(parse(r), prof).failures
     assert msgs[0].startswith("0 successful requests of"), msgs
 
 
@@ -219,7 +221,7 @@ def test_real_parsers_accept_shipped_flags_and_reject_a_vllm_serve_flag_on_the_w
 def test_pinned_flag_table_matches_the_installed_parsers(installed, tmp_path):
     import subprocess
     out = tmp_path / "table.json"
-    subprocess.run([str(SERVE_PY), str(REPO / "scripts/flag-table"), "--out", str(out)], check=True,
+    subprocess.run([str(SERVE_PY), str(REPO / "servebench/tools/flag_table.py"), "--out", str(out)], check=True,
                    capture_output=True)
     fresh = json.loads(out.read_text())
     pinned = json.loads((REPO / "servebench/data/flags/dynamo-1.6.1_vllm-0.31.0.json").read_text())

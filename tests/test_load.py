@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from servebench.load import aiperf, traces
 from servebench.matrix import Point
-from servebench.recipe import Catalog
-from servebench.server.plan import dry_placement, plan
+from servebench.catalog import Catalog
+from servebench.server.placement import dry_placement
+from servebench.server.plan import plan
 from tests.conftest import by_id, edit
 
 

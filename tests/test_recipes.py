@@ -4,8 +4,7 @@ import json
 
 import pytest
 
-from servebench.flags import Flags
-from servebench.recipe import Catalog
+from servebench.catalog import Catalog
 
 SEED = {
     # name: (concurrency, tp, dp, ep, max-num-seqs, gpu-memory-utilization, load-format)
@@ -36,19 +35,18 @@ def test_local_profiles_mirror_the_gb200_stack(catalog):
 def test_profile_numbers(catalog, name):
     conc, tp, dp, ep, seqs, gmu, load_format = SEED[name]
     p = next(p for p in catalog.profiles if p.name == name)
-    f = Flags(p.recipe.aggregated_flags)
+    f = p.flags
     assert p.spec.concurrency == conc
     assert (p.spec.layout.tp, p.spec.layout.dp, p.spec.layout.ep) == (tp, dp, ep)
     assert p.spec.layout.gpus == 16
-    assert f.int("tensor-parallel-size", 1) == tp and f.int("data-parallel-size", 1) == dp
-    assert f.int("max-num-seqs", 0) == seqs
-    assert f.get("gpu-memory-utilization") == gmu
-    assert f.get("load-format") == load_format
+    assert (f.tp, f.dp, f.ep) == (tp, dp, ep) and f.max_num_seqs == seqs
+    assert f.value("gpu-memory-utilization") == gmu
+    assert f.value("load-format") == load_format
     assert p.recipe.model.container == "vllm/vllm-openai:kimi-k3"
     assert p.recipe.identity.frameworks == {"dynamo": "1.3.0"}
     assert p.recipe.dynamo.hash == "ba83080ecd31c1ce918559e576d3c5bc9e092ff1"
     assert (p.recipe.resources.agg_nodes, p.recipe.resources.gpus_per_node) == (4, 4)
-    spec = f.json("speculative-config")
+    spec = f.json["speculative-config"]
     assert (spec["method"], spec["num_speculative_tokens"], spec["synthetic_acceptance_length"]) == ("dspark", 2, 2.51)
     assert p.spec.gates.error_rate == 0.10
     assert p.spec.gates.live == (0.25 if name == "tp" else 0.10)
@@ -58,9 +56,9 @@ def test_profile_numbers(catalog, name):
 
 def test_offload_arm(catalog):
     p = next(p for p in catalog.profiles if p.name == "dep_offload")
-    kv = Flags(p.recipe.aggregated_flags).json("kv-transfer-config")
-    assert kv["kv_connector"] == "SimpleCPUOffloadConnector"
-    assert kv["kv_connector_extra_config"]["cpu_bytes_to_use_per_rank"] == 128 * 2**30
+    kv = p.flags.offload
+    assert kv.connector == "SimpleCPUOffloadConnector" and not kv.lazy
+    assert kv.bytes_per_rank == 128 * 2**30 and kv.source == "cpu_bytes_to_use_per_rank"
     assert p.recipe.backend.aggregated_environment["PYTHONHASHSEED"] == "42"
     # inherited from dep.yaml and base.yaml through the overlay chain
     assert p.recipe.aggregated_flags["data-parallel-rpc-port"] == 13345

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from servebench import baseline, report, results
+from servebench import baseline, report, result, results
 from servebench.matrix import Point
 from servebench.server import metrics
-from servebench.verdict import failures, judge
+from servebench.verdict import judge
 from tests.conftest import REPO, by_id, copy_suite
 
 DATA = Path(__file__).parent / "data"
@@ -24,13 +24,17 @@ LOCAL = DATA / "results-local"
 H200 = DATA / "h200"
 
 
+def h200_result(profile, conc, run="ctx16k/offload-c8", judged=True) -> dict:
+    """A result from the H200 recordings, judged by its profile's gates (as the pytest case stores it)."""
+    r = results.build(Point(profile, conc), run_id="h200", artifact_dir=H200 / run, aiperf_exit_code=0,
+                      versions={}, before=metrics.parse((H200 / f"{run}-before.prom").read_text()),
+                      after=metrics.parse((H200 / f"{run}-after.prom").read_text()), idle_wait_s=0.0,
+                      started_at="s", finished_at="f", logs=[])
+    return (r.model_copy(update={"verdict": judge(r, profile)}) if judged else r).dump()
 
 
-def h200_result(profile, conc, run="ctx16k/offload-c8"):
-    return results.build(Point(profile, conc), run_id="h200", artifact_dir=H200 / run, aiperf_exit_code=0,
-                         versions={}, before=metrics.parse((H200 / f"{run}-before.prom").read_text()),
-                         after=metrics.parse((H200 / f"{run}-after.prom").read_text()), idle_wait_s=0.0,
-                         started_at="s", finished_at="f", logs=[])
+def failures(data: dict, profile, base=None) -> list[str]:
+    return judge(result.parse(data), profile, base).failures
 
 
 def results_dir(tmp_path, items):
@@ -44,7 +48,7 @@ def results_dir(tmp_path, items):
 def test_report_from_a_real_local_sweep(tmp_path, catalog):
     d = tmp_path / "results"
     shutil.copytree(LOCAL, d)
-    rep = report.write(d, catalog=catalog)
+    rep = report.write(d)
     names = sorted(f.name for f in rep.files)
     assert names == ["pareto-tiny-llama-local-cpu.png", "points.csv", "report.md"]
     md = (d / "report" / "report.md").read_text()
@@ -57,7 +61,7 @@ def test_report_from_a_real_local_sweep(tmp_path, catalog):
 def test_offload_ab_at_shared_concurrencies(tmp_path, catalog):
     base = [h200_result(by_id(catalog, "kimi-k3-gb200-dep"), c, "ctx16k/base-c8") for c in (64, 128, 192, 256)]
     off = [h200_result(by_id(catalog, "kimi-k3-gb200-dep_offload"), c) for c in (128, 192, 256, 384)]
-    rep = report.write(results_dir(tmp_path, base + off), catalog=catalog)
+    rep = report.write(results_dir(tmp_path, base + off))
     assert report.offload_pairs(rep.points) == [("kimi-k3-gb200-dep", "kimi-k3-gb200-dep_offload", [128, 192, 256])]
     md = (tmp_path / "results/report/report.md").read_text()
     assert "### Offload A/B: `kimi-k3-gb200-dep_offload` vs `kimi-k3-gb200-dep`" in md
@@ -78,13 +82,14 @@ def test_missing_arm_single_point_and_failed_point_are_nan_free(tmp_path, catalo
             failed["throughput"][key] = None
     failed["requests"].update(successful=0.0, error_rate=1.0, errors=96.0)
     failed["interactivity"]["output_tps_per_user"] = dict.fromkeys(("avg", "p50", "p90", "p99"))
-    rep = report.write(results_dir(tmp_path, [ok, failed]), catalog=catalog)
+    failed["verdict"] = judge(result.parse({**failed, "verdict": None}), p).model_dump(mode="json")
+    rep = report.write(results_dir(tmp_path, [ok, failed]))
     out = tmp_path / "results/report"
     text = (out / "report.md").read_text() + (out / "points.csv").read_text()
     assert "nan" not in text.lower() and "inf" not in text.replace("info", "")
     assert "No concurrency measured in both arms" not in text and "No offload A/B" in text   # no base arm at all
     assert rep.verdicts["kimi-k3-gb200-dep_offload-c192"].startswith("failed: 0 successful requests")
-    single = report.write(results_dir(tmp_path / "one", [ok]), catalog=catalog)
+    single = report.write(results_dir(tmp_path / "one", [ok]))
     assert len(single.points) == 1 and any(f.suffix == ".png" for f in single.files)
 
 
@@ -96,8 +101,31 @@ def test_invalid_result_files_are_listed_not_plotted(tmp_path, catalog):
     res = subprocess.run([sys.executable, "-m", "servebench", "report", str(d)], cwd=REPO, capture_output=True,
                          text=True)
     assert res.returncode == 1                            # nothing valid to report
-    assert "kimi-k3-gb200-dep-c64.json: rejected: <root>: 'throughput' is a required property" in res.stderr
+    assert "kimi-k3-gb200-dep-c64.json: rejected: not a servebench result (throughput: Field required)" in res.stderr
     assert "torn.json: rejected: not JSON" in res.stderr
+
+
+def test_report_shows_the_stored_verdict_never_a_new_one(tmp_path, catalog):
+    """report.md (posted on PRs) says what pytest decided, baseline gate included: a point that passes its
+    gates but failed the baseline in the run is reported failed; one never judged says so."""
+    p = by_id(catalog, "tiny-llama-cpu-vllm")
+    r = result.read(LOCAL / "points/tiny-llama-cpu-vllm-c4.json")
+    base = {"points": {r.identity.case_id: {"output_tps_per_gpu": r.throughput.output_tps_per_gpu * 10,
+                                            "recipe_fingerprint": r.identity.recipe_fingerprint, "run_id": "b"}}}
+    gates_only, with_baseline = judge(r, p), judge(r, p, base, "base.json")
+    assert gates_only.passed      # what a re-judging report without the baseline would have said
+    assert [c.name for c in with_baseline.checks if not c.ok] == ["baseline"]
+    judged = r.model_copy(update={"verdict": with_baseline}).dump()
+    unjudged = {**r.dump(), "identity": {**r.dump()["identity"], "case_id": "tiny-llama-cpu-vllm-c9",
+                                         "concurrency": 9}}
+    rep = report.write(results_dir(tmp_path, [judged, unjudged]))
+    assert rep.verdicts["tiny-llama-cpu-vllm-c4"] == with_baseline.summary()
+    assert rep.verdicts["tiny-llama-cpu-vllm-c4"].startswith("failed: regression")
+    assert rep.verdicts["tiny-llama-cpu-vllm-c9"] == "not judged"
+    md = (tmp_path / "results/report/report.md").read_text()
+    assert "| tiny-llama-cpu-vllm-c4 | failed: regression" in md
+    csv_rows = {row["case_id"]: row for row in csv.DictReader(open(tmp_path / "results/report/points.csv"))}
+    assert csv_rows["tiny-llama-cpu-vllm-c4"]["verdict"].startswith("failed: regression")
 
 
 # ---- baseline gate ----
@@ -112,14 +140,14 @@ def test_baseline_gate_fails_a_regression_beyond_the_tolerance(tmp_path, catalog
     r = json.loads((LOCAL / "points/tiny-llama-cpu-vllm-c4.json").read_text())
     p = by_id(catalog, "tiny-llama-cpu-vllm")
     tol = p.spec.gates.baseline_tolerance
-    assert not any(m.startswith("regression") for m in failures(judge(r, p, base)))
+    assert not any(m.startswith("regression") for m in failures(r, p, base))
     slow = copy.deepcopy(r)
     slow["throughput"]["output_tps_per_gpu"] *= (1 - tol) * 0.95
-    msgs = [m for m in failures(judge(slow, p, base)) if m.startswith("regression")]
+    msgs = [m for m in failures(slow, p, base) if m.startswith("regression")]
     assert len(msgs) == 1 and f"(1 - {tol:.0%})" in msgs[0]
     within = copy.deepcopy(r)
     within["throughput"]["output_tps_per_gpu"] *= (1 - tol) * 1.01
-    assert not any(m.startswith("regression") for m in failures(judge(within, p, base)))
+    assert not any(m.startswith("regression") for m in failures(within, p, base))
 
 
 def test_bad_baseline_file_names_the_problem(tmp_path):

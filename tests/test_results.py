@@ -6,19 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from servebench import results, summary
+from servebench import result, results, summary
+from servebench.catalog import Catalog
 from servebench.matrix import Point
-from servebench.recipe import Catalog
 from servebench.server import metrics
-from servebench.verdict import failures, judge
+from servebench.verdict import judge
 from tests.conftest import by_id, edit
 
 H200 = Path(__file__).parent / "data" / "h200"
 
 
-
-
-def build(profile, run="ctx16k/offload-c8", conc=8):
+def typed(profile, run="ctx16k/offload-c8", conc=8):
     before = metrics.parse((H200 / f"{run}-before.prom").read_text())
     after = metrics.parse((H200 / f"{run}-after.prom").read_text())
     return results.build(Point(profile, conc), run_id="r1", artifact_dir=H200 / run, aiperf_exit_code=0,
@@ -27,9 +25,18 @@ def build(profile, run="ctx16k/offload-c8", conc=8):
                          logs=["server.log"])
 
 
+def build(profile, run="ctx16k/offload-c8", conc=8) -> dict:
+    """The result as its JSON file holds it."""
+    return typed(profile, run, conc).dump()
+
+
+def failures(data: dict, profile) -> list[str]:
+    return judge(result.parse(data), profile).failures
+
+
 def test_real_aiperf_output_makes_a_valid_result(catalog):
     r = build(by_id(catalog, "kimi-k3-gb200-dep_offload"))
-    assert results.validate(r) == []
+    assert result.problems(r) == []
     summary_json = json.loads((H200 / "ctx16k/offload-c8/profile_export_aiperf.json").read_text())
     assert r["requests"]["successful"] == summary_json["request_count"]["avg"] == 96
     assert r["requests"]["errors"] == 0 and r["requests"]["error_rate"] == 0.0
@@ -65,7 +72,7 @@ def test_context_overflow_is_classified_and_fails_the_error_gate_with_the_rate(c
     r = build(p, "ctx8k-overflow/base-c8")
     assert r["requests"]["errors_by_cause"] == {"context_overflow": 24}
     assert r["requests"]["error_rate"] == pytest.approx(0.25)
-    msgs = failures(judge(r, p))
+    msgs = failures(r, p)
     assert any(m.startswith("error rate 25.0% (24 of 96 requests; context_overflow 24) exceeds the gate 10.0%")
                for m in msgs), msgs
 
@@ -78,9 +85,8 @@ def test_result_missing_a_required_field_is_rejected(catalog, path):
     for key in path[:-1]:
         node = node[key]
     del node[path[-1]]
-    problems = results.validate(r)
-    assert any(f"'{path[-1]}' is a required property" in p for p in problems), problems
-    assert failures(judge(r, by_id(catalog, "kimi-k3-gb200-dep")))[0].startswith("result does not match")
+    problems = result.problems(r)
+    assert any(p.startswith("/".join(path)) and "Field required" in p for p in problems), problems
 
 
 def test_no_summary_when_every_request_failed(catalog, tmp_path):
@@ -92,39 +98,84 @@ def test_no_summary_when_every_request_failed(catalog, tmp_path):
     p = by_id(catalog, "kimi-k3-gb200-tp")
     r = results.build(Point(p, 1), run_id="r", artifact_dir=art, aiperf_exit_code=1, versions={}, before=None,
                       after=None, idle_wait_s=None, started_at="a", finished_at="b", logs=[])
-    assert results.validate(r) == []
-    assert r["requests"] == {"completed": 5.0, "successful": 0.0, "errors": 5.0, "error_rate": 1.0,
+    assert result.problems(r.dump()) == []
+    assert r.requests.model_dump() == {"completed": 5.0, "successful": 0.0, "errors": 5.0, "error_rate": 1.0,
                              "errors_by_cause": {"transport": 5}, "warmup_dropped": 0}
-    msgs = failures(judge(r, p))
+    msgs = failures(r, p)
     assert "0 successful requests of 5 completed and wrote no summary (exit code 1" in msgs[0]
 
 
 def test_client_bound_point_fails_unless_allowed(catalog, recipes):
     r = build(by_id(catalog, "kimi-k3-gb200-dep"))      # effective concurrency 6.7 of 8 = 84% < 90%
-    msgs = failures(judge(r, by_id(catalog, "kimi-k3-gb200-dep")))
+    msgs = failures(r, by_id(catalog, "kimi-k3-gb200-dep"))
     assert any(m.startswith("client-bound: effective concurrency 6.") and "of target 8" in m for m in msgs)
     edit(recipes / "kimi-k3/gb200/dep.yaml", "  load:\n", "  gates: {allow_client_bound: true}\n  load:\n")
     relaxed = next(p for p in Catalog.load(recipes).profiles if p.name == "dep")
-    assert not any("client-bound" in m for m in failures(judge(build(relaxed), relaxed)))
+    assert not any("client-bound" in m for m in failures(build(relaxed), relaxed))
 
 
 def test_throughput_floor(catalog, recipes):
     edit(recipes / "kimi-k3/gb200/dep.yaml", "  load:\n", "  gates: {min_output_tps_per_gpu: {128: 100.0}}\n  load:\n")
     p = next(p for p in Catalog.load(recipes).profiles if p.name == "dep")
-    msgs = failures(judge(build(p, conc=128), p))
+    msgs = failures(build(p, conc=128), p)
     assert any(m.startswith("output throughput 28.5 tok/s per GPU (over 16 GPUs) is below the floor 100.0")
                for m in msgs), msgs
 
 
-def test_write_atomic_leaves_no_partial_file(tmp_path):
+def test_write_is_atomic_and_refuses_nan(catalog, tmp_path):
     target = tmp_path / "r.json"
-    results.write_atomic(target, {"a": 1})
+    good = typed(by_id(catalog, "kimi-k3-gb200-dep"))
+    result.write(target, good)
+    bad = good.model_copy(update={"output_token_ratio": float("nan")})
     with pytest.raises(ValueError):
-        results.write_atomic(target, {"a": float("nan")})       # NaN is not JSON: the old file stays
-    assert json.loads(target.read_text()) == {"a": 1} and list(tmp_path.iterdir()) == [target]
+        result.write(target, bad)                      # NaN is not JSON: the old file stays
+    assert result.read(target) == good and list(tmp_path.iterdir()) == [target]
 
 
 def test_junit_properties_carry_the_key_metrics(catalog):
-    props = summary.properties(build(by_id(catalog, "kimi-k3-gb200-dep")))
+    props = summary.properties(typed(by_id(catalog, "kimi-k3-gb200-dep")))
     assert props["gpus"] == 16 and props["error_rate"] == 0.0 and props["output_tps_per_gpu"] > 0
     assert props["case_id"] == "kimi-k3-gb200-dep-c8"
+
+
+def test_offload_numbers_are_junit_properties(catalog):
+    """The offload arm's main numbers: the CPU-tier share of prompt tokens and how many came from it."""
+    props = summary.properties(typed(by_id(catalog, "kimi-k3-gb200-dep_offload")))
+    # recorded counters (tests/data/h200/ctx16k/offload-c8-*.prom), deltas by source over the window
+    assert props["prompt_tokens_from_cpu_tier"] > 0
+    assert 0 < props["cpu_tier_hit_share"] < 1
+
+
+def test_prompt_token_shares_use_the_per_request_source_counter(catalog):
+    """vLLM's query counter grows on every scheduling attempt of a waiting request, so hits / queries
+    understates reuse; shares of prompt tokens by source (local cache, CPU tier, computed) add up to 1."""
+    r = typed(by_id(catalog, "kimi-k3-gb200-dep_offload"))
+    shares = r.server.prompt_token_shares
+    assert shares.local_cache + shares.cpu_tier + shares.computed == pytest.approx(1.0)
+    d = r.server
+    total = d.prompt_tokens_local_cache_hit + d.prompt_tokens_external + d.prompt_tokens_local_compute
+    assert shares.cpu_tier == pytest.approx(d.prompt_tokens_external / total)
+    assert shares.local_cache > d.prefix_cache_hit_rate      # the query-based rate is the lower, wrong one
+
+
+def test_checked_in_schema_is_generated_from_the_model():
+    assert result.checked_in_schema() == result.schema_text(), "run `servebench schema --write`"
+
+
+def test_schema_file_accepts_a_real_result_and_rejects_a_broken_one(catalog, tmp_path):
+    good = tmp_path / "good.json"
+    result.write(good, typed(by_id(catalog, "kimi-k3-gb200-dep")))
+    assert result.file_problems(good) == []
+    data = json.loads(good.read_text())
+    data["throughput"]["gpus"] = "sixteen"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    assert any(p.startswith("throughput/gpus") for p in result.file_problems(bad))
+
+
+def test_version_1_results_still_read(repo):
+    """Results written before the verdict existed (schema version 1) stay readable: nothing measured is lost."""
+    old = repo / "tests/data/results-local/points/tiny-llama-cpu-vllm-c1.json"
+    assert json.loads(old.read_text())["schema_version"] == 1
+    r = result.read(old)
+    assert r.schema_version == 2 and r.verdict is None and r.throughput.output_tps > 0

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from servebench import yamlio
 from servebench.errors import ConfigError
-from servebench.profile import ClusterSpec
-from servebench.recipe import build_profile, resolve_layers
+from servebench.spec.sweep import ClusterSpec
+from servebench.catalog import build_profile
+from servebench.layering import resolve_layers
 
 PROFILE = Path("mem/p.yaml")
 BASE = Path("mem/base.yaml")

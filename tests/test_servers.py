@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from servebench import flag_tables
-from servebench.recipe import Catalog
+from servebench.catalog import Catalog
 from servebench.rules import entrypoint_flags, offload_dram_budget
 from servebench.server import metrics
-from servebench.server.plan import DETECT_INTERFACES, cli_args, dry_placement, placement_for, plan
+from servebench.server.placement import DETECT_INTERFACES, dry_placement, placement_for
+from servebench.server.plan import cli_args, plan
 from tests.conftest import by_id, copy_suite, edit
 
 H200 = Path(__file__).parent / "data" / "h200"
@@ -115,7 +116,7 @@ def test_cli_args_spelling():
         '{"a":[1,2]}', "--cudagraph-capture-sizes", "1", "2"]
 
 
-# ---- flags checked offline against the pinned tables (scripts/flag-table) ----
+# ---- flags checked offline against the pinned tables (servebench/tools/flag_table.py) ----
 
 def test_shipped_recipes_pass_the_flag_tables(catalog):
     for prof in catalog.profiles:
@@ -152,7 +153,7 @@ def test_flag_table_holds_both_entrypoints():
     assert "--tool-call-parser" in t.entrypoints["vllm serve"]
     assert "--tool-call-parser" not in t.entrypoints["dynamo.vllm"]
     assert "--dyn-tool-call-parser" in t.entrypoints["dynamo.vllm"] and "--router-mode" in t.entrypoints["dynamo.frontend"]
-    with pytest.raises(KeyError, match="scripts/flag-table"):
+    with pytest.raises(KeyError, match="servebench/tools/flag_table.py"):
         flag_tables.load("no-such-image")
 
 

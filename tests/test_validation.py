@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from servebench.errors import ConfigError
-from servebench.recipe import Catalog
+from servebench.catalog import Catalog
 from tests.conftest import edit
 
 G = "kimi-k3/gb200/"
@@ -65,6 +65,13 @@ CASES = [
      "recipe.backend.vllm_config.aggregated.max-num-seqs"),
     ("cuda-graphs", "tp.yaml", "[3,6,9,12,15,18,21,24]", "[3,6,9,12]", "does not cover the per-engine batch of 24",
      "tp.yaml", "recipe.backend.vllm_config.aggregated.compilation-config"),
+    ("json-flag-shape", "tp.yaml", '"cudagraph_capture_sizes":[3,6,9,12,15,18,21,24]', '"cudagraph_capture_sizes":64',
+     "cudagraph_capture_sizes must be a list of whole numbers", "tp.yaml",
+     "recipe.backend.vllm_config.aggregated.compilation-config"),
+    ("int-flag", "dep.yaml", "max-num-seqs: 64", "max-num-seqs: lots", "--max-num-seqs takes a whole number",
+     "dep.yaml", "recipe.backend.vllm_config.aggregated.max-num-seqs"),
+    ("tp-zero", "dep.yaml", "tensor-parallel-size: 4", "tensor-parallel-size: 0", "--tensor-parallel-size must be >= 1",
+     "dep.yaml", "recipe.backend.vllm_config.aggregated.tensor-parallel-size"),
     ("json-flag", "base.yaml", '"use_prefill_query_quantization":true}', '"use_prefill_query_quantization":true',
      "not valid JSON", "base.yaml", "backend.vllm_config.aggregated.attention-config"),
     ("placeholder-dollar", "base.yaml", 'ETCD_LEASE_TTL: "7200"', 'ETCD_LEASE_TTL: "${LEASE_TTL}"',
@@ -75,7 +82,8 @@ CASES = [
     ("placeholder-in-flag", "base.yaml", "served-model-name: moonshotai/Kimi-K3", "served-model-name: $MODEL",
      "literal placeholder $MODEL", "base.yaml", "backend.vllm_config.aggregated.served-model-name"),
     ("offload-dram", "dep_offload.yaml", OFF, str(2 * int(OFF)),
-     "offload pool 256.0 GiB per rank x 4 ranks per node = 1024.0 GiB > gb200-nv DRAM 860160 MiB x 0.61 = 512.4 GiB",
+     "offload pool 256.0 GiB per rank (cpu_bytes_to_use_per_rank) x 4 ranks per node = 1024.0 GiB > gb200-nv DRAM "
+     "860160 MiB x 0.61 = 512.4 GiB",
      "dep_offload.yaml", "recipe.backend.vllm_config.aggregated.kv-transfer-config"),
     ("connector-conflict", "dep_offload.yaml", "  backend:\n", "  backend:\n    connector: nixl\n",
      "also renders --kv-transfer-config", "dep_offload.yaml", "recipe.backend.connector"),
@@ -138,3 +146,12 @@ def test_all_problems_reported_at_once(recipes):
     edit(recipes / G / "tp.yaml", "layout: {tp: 16, dp: 1, ep: 1}", "layout: {tp: 16, dp: 1, ep: 16}")
     files = {Path(p.file).name for p in problems(recipes)}
     assert {"tep.yaml", "tp.yaml"} <= files
+
+
+def test_a_bad_flag_value_is_reported_once_without_traceback(recipes):
+    """The flag views record what they cannot read; capacity and every other rule still run on vLLM's
+    defaults instead of raising (before: a malformed compilation-config crashed the capacity rule)."""
+    edit(recipes / G / "tp.yaml", '"cudagraph_capture_sizes":[3,6,9,12,15,18,21,24]}', '"cudagraph_capture_sizes":[3,6')
+    found = problems(recipes)
+    assert [p.key for p in found] == ["recipe.backend.vllm_config.aggregated.compilation-config"], found
+    assert "not valid JSON" in found[0].message

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..recipe import Profile
+from ..profile import Profile
 from .base import AllocationRequest
 
 

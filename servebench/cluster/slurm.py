@@ -7,13 +7,19 @@ as its own step, so one allocation serves every concurrency point of a profile. 
 
 from __future__ import annotations
 
+import logging
 import shlex
 import shutil
 import subprocess
-import time
 
+from ..poll import Done, PollTimeout, poll
 from .base import Allocation, AllocationRequest, Backend, ClusterError
 
+log = logging.getLogger(__name__)
+
+# Job states after which a job never runs again (squeue forgets them; sacct keeps them).
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
+         "DEADLINE", "REVOKED", "SPECIAL_EXIT")
 # Pending reasons that never resolve by waiting.
 NEVER_SCHEDULED = ("PartitionNodeLimit", "PartitionConfig", "BadConstraints", "InvalidAccount", "InvalidQOS",
                    "PartitionDown", "PartitionInactive", "AssocMaxNodesPerJobLimit", "QOSMaxNodePerJobLimit",
@@ -72,12 +78,32 @@ class SlurmAllocation(Allocation):
 
     def _give_back(self) -> None:
         _run(["scancel", self.job_id])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if not _run(["squeue", "-h", "-j", self.job_id, "-o", "%i"]).stdout.strip():
-                return
-            time.sleep(0.3)
-        raise ClusterError(f"job {self.job_id} still listed by squeue 30 s after scancel")
+
+        def gone():
+            state, _ = job_state(self.job_id)
+            return Done(state) if state is None or state.split()[0] in ENDED else state
+        try:
+            poll(gone, timeout=30, interval=0.2, backoff=1.5, max_interval=5, what=f"job {self.job_id} to end")
+        except PollTimeout as err:
+            raise ClusterError(f"job {self.job_id} still {err.last} 30 s after scancel") from None
+
+
+def job_state(job_id: str) -> tuple[str | None, str]:
+    """(state, "reason|nodes") of a job: squeue while Slurm lists it, else the accounting record (sacct, or
+    sacct -c where accounting storage is off). State None: no source knows the job (yet)."""
+    q = _run(["squeue", "-h", "-j", job_id, "-o", "%T|%r|%N"])
+    line = q.stdout.strip()
+    if q.returncode == 0 and line:
+        state, rest = line.split("|", 1)
+        return state, rest
+    for argv in (["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,NodeList"],
+                 ["sacct", "-c", "-n", "-P", "-j", job_id, "-o", "State,NodeList"]):
+        out = _run(argv)
+        rows = [r for r in out.stdout.splitlines() if "|" in r]
+        if out.returncode == 0 and rows:
+            state, nodes = rows[-1].split("|", 1)
+            return state, f"|{nodes}"
+    return None, ""
 
 
 class SlurmBackend(Backend):
@@ -112,18 +138,27 @@ class SlurmBackend(Backend):
 
     @staticmethod
     def _wait_running(job_id: str, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            out = _run(["squeue", "-h", "-j", job_id, "-o", "%T|%r|%N"]).stdout.strip()
-            if not out:
-                raise ClusterError(f"job {job_id} ended before it ran (see `scontrol show job {job_id}`)")
-            state, reason, nodes = out.split("|", 2)
+        """Poll with backoff (0.5 s growing to 10 s): a pending job costs a login node a handful of calls a minute."""
+        seen = [False]
+
+        def probe():
+            state, rest = job_state(job_id)
+            if state is None:
+                if seen[0]:
+                    raise ClusterError(f"job {job_id} vanished from squeue and accounting before it ran")
+                return "not listed yet"
+            seen[0] = True
+            reason, nodes = rest.split("|", 1) if "|" in rest else (rest, "")
             if state == "RUNNING":
-                return nodes
+                return Done(nodes)
+            if state.split()[0] in ENDED:
+                raise ClusterError(f"job {job_id} ended ({state}) before it ran (see `scontrol show job {job_id}`)")
             if state == "PENDING" and any(reason.startswith(r) for r in NEVER_SCHEDULED):
                 raise ClusterError(f"job {job_id} can never start: pending with reason {reason} "
                                    "(more nodes or GPUs than the partition has?)")
-            if time.monotonic() > deadline:
-                raise ClusterError(f"job {job_id} still {state} ({reason}) after {timeout:.0f} s")
-            time.sleep(0.3)
-
+            return f"{state} ({reason})"
+        try:
+            return poll(probe, timeout=timeout, interval=0.5, backoff=1.5, max_interval=10,
+                        what=f"job {job_id} to start")
+        except PollTimeout as err:
+            raise ClusterError(f"job {job_id} still {err.last} after {timeout:.0f} s") from None

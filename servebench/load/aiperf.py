@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..cluster.base import stop_process_group
 from ..matrix import Point
-from ..recipe import Profile
+from ..profile import Profile
 from ..server.plan import ServerPlan
 
 DEFAULT_BIN = ".venvs/aiperf/bin/aiperf"

@@ -1,20 +1,15 @@
 """Start a :class:`~servebench.server.plan.ServerPlan` on an allocation and wait until it really serves.
 
-Readiness is the expected number of engines answering, never a bare "healthy":
-
-* **Dynamo**: every registering worker's system server says ``"status": "ready"``, and the frontend's
-  ``/health`` lists that many ``generate`` instances (it answers "healthy" with zero workers) and ``/v1/models``
-  lists the model;
-* **vLLM**: ``/health`` answers 200 and ``/v1/models`` lists the served model name.
-
-The wait is bounded by the recipe's ``health_check`` (attempts x interval); a process that exits meanwhile
-fails at once with its log tail. Then the versions the running server reports are compared with the recipe's
-``identity.frameworks``.
+Readiness is the expected number of engines answering, never a bare "healthy" (what counts is
+:mod:`servebench.server.readiness`). The wait is bounded by the recipe's ``health_check`` (attempts x interval);
+a process that exits meanwhile fails at once with its log tail. Then the versions the running server reports are
+compared with the recipe's ``identity.frameworks``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from dataclasses import dataclass, field
@@ -24,9 +19,12 @@ import httpx
 
 from ..cluster import Allocation
 from ..cluster.base import NodeProcess
-from ..recipe import Profile
-from . import metrics
+from ..profile import Profile
+from ..poll import Done, PollTimeout, poll
+from . import metrics, readiness
 from .plan import ServerPlan
+
+log = logging.getLogger(__name__)
 
 _VLLM_VERSION = re.compile(r"Initializing a V1 LLM engine \(v([0-9][^)\s]*)\)")
 
@@ -65,18 +63,18 @@ class Deployment:
 
         Returns (idle, seconds waited); exits as soon as the engines are idle."""
         start = time.monotonic()
-        streak = 0
+        streak = [0]
         with httpx.Client(timeout=10) as client:
-            while True:
+            def probe():
                 self.check()
                 snap = metrics.total(list(self.scrape(client).values()))
-                streak = streak + 1 if snap.idle else 0
-                waited = time.monotonic() - start
-                if streak >= polls:
-                    return True, waited
-                if waited > timeout:
-                    return False, waited
-                time.sleep(interval)
+                streak[0] = streak[0] + 1 if snap.idle else 0
+                return Done(True) if streak[0] >= polls else f"{snap.running:.0f} running, {snap.waiting:.0f} waiting"
+            try:
+                poll(probe, timeout=timeout, interval=interval, what="idle engines")
+            except PollTimeout:
+                return False, time.monotonic() - start
+        return True, time.monotonic() - start
 
 
 def start(profile: Profile, plan: ServerPlan, allocation: Allocation, log_dir: Path,
@@ -105,46 +103,20 @@ def _json(client: httpx.Client, url: str) -> tuple[int, object]:
         return resp.status_code, resp.text[:200]
 
 
-def _models(body: object) -> list[str]:
-    if isinstance(body, dict) and isinstance(body.get("data"), list):
-        return [m.get("id") for m in body["data"] if isinstance(m, dict)]
-    return []
-
-
-def readiness(dep: Deployment, client: httpx.Client) -> str | None:
-    """None when the deployment serves; otherwise what it is still waiting for."""
-    plan = dep.plan
-    if plan.kind == "dynamo":
-        for url in plan.health_urls:
-            code, body = _json(client, url)
-            if not (code == 200 and isinstance(body, dict) and body.get("status") == "ready"):
-                return f"worker {url} not ready ({code} {str(body)[:120]})"
-        code, body = _json(client, f"{plan.api_url}/health")
-        instances = body.get("instances", []) if isinstance(body, dict) else []
-        generate = sum(1 for i in instances if isinstance(i, dict) and i.get("endpoint") == "generate")
-        if generate < plan.expected_instances:
-            return f"frontend lists {generate} of {plan.expected_instances} generate instance(s)"
-    else:
-        for url in plan.health_urls:
-            code, body = _json(client, url)
-            if code != 200:
-                return f"{url} answered {code} {str(body)[:120]}"
-    code, body = _json(client, f"{plan.api_url}/v1/models")
-    if plan.model_name not in _models(body):
-        return f"/v1/models does not list {plan.model_name!r} yet ({code} {str(body)[:120]})"
-    return None
-
-
 def wait_ready(dep: Deployment, timeout: float, interval: float) -> None:
-    deadline = time.monotonic() + timeout
-    waiting = "nothing polled yet"
     with httpx.Client(timeout=5) as client:
-        while time.monotonic() < deadline:
+        def probe():
             dep.check()
-            waiting = readiness(dep, client)
+            waiting = readiness.interpret(dep.plan, {u: _json(client, u) for u in readiness.urls(dep.plan)})
             if waiting is None:
-                return
-            time.sleep(min(interval, 2.0))
+                return Done(None)
+            log.debug("%s: %s", dep.profile.id, waiting)
+            return waiting
+        try:
+            poll(probe, timeout=timeout, interval=min(interval, 2.0), what=f"{dep.profile.id} readiness")
+            return
+        except PollTimeout as err:
+            waiting = err.last
     dep.check()
     tails = "\n".join(f"--- {p.name} on node {p.node}: {p.log}\n{p.tail(15)}" for p in dep.processes.values())
     raise ServerError(f"{dep.profile.id}: not ready after {timeout:.0f} s (health_check: "

@@ -21,6 +21,10 @@ COUNTERS = {
     "external_prefix_cache_hits": ("vllm:external_prefix_cache_hits", "vllm:external_prefix_cache_hits_total", {}),
     "prompt_tokens_external": ("vllm:prompt_tokens_by_source", "vllm:prompt_tokens_by_source_total",
                                {"source": "external_kv_transfer"}),
+    "prompt_tokens_local_cache_hit": ("vllm:prompt_tokens_by_source", "vllm:prompt_tokens_by_source_total",
+                                      {"source": "local_cache_hit"}),
+    "prompt_tokens_local_compute": ("vllm:prompt_tokens_by_source", "vllm:prompt_tokens_by_source_total",
+                                    {"source": "local_compute"}),
     "preemptions": ("vllm:num_preemptions", "vllm:num_preemptions_total", {}),
     "requests_succeeded": ("vllm:request_success", "vllm:request_success_total", {}),
 }
@@ -40,6 +44,8 @@ class Snapshot:
     external_prefix_cache_queries: float = 0.0
     external_prefix_cache_hits: float = 0.0
     prompt_tokens_external: float = 0.0
+    prompt_tokens_local_cache_hit: float = 0.0
+    prompt_tokens_local_compute: float = 0.0
     preemptions: float = 0.0
     requests_succeeded: float = 0.0
     running: float = 0.0

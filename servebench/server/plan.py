@@ -1,87 +1,27 @@
 """From a profile to the server processes of one deployment: what runs on which node, with which argv and env.
 
-The layout follows srt-slurm's aggregated vLLM launch:
+The per-node roles come from the pure :mod:`servebench.topology` step (leader/headless followers, hybrid DP
+ranks, one process per DP rank); this module renders them for the recipe's frontend:
 
-* **TP (x PP) across nodes**: one worker process per node; node rank 0 leads, the others run ``--headless``
-  with ``--master-addr/--nnodes/--node-rank``. One engine.
-* **DP with replicas inside a node** (DEP16 = TP4 x DP4 on 4 GPUs per node): one worker per node owning its
-  local DP ranks (``--data-parallel-size-local``, ``--data-parallel-start-rank``, ``--data-parallel-address``,
-  ``--data-parallel-rpc-port``, ``--data-parallel-hybrid-lb``), so every node registers with the frontend.
-  One engine per DP rank, one metrics endpoint per worker process.
-* **Frontend**: ``frontend.type: dynamo`` puts ``dynamo.frontend`` (with the recipe's router args) on the head
-  node in front of ``dynamo.vllm`` workers; ``frontend.type: vllm`` is ``vllm serve`` whose rank-0 process is
-  the API server.
+* ``frontend.type: dynamo`` - ``dynamo.frontend`` (with the recipe's router args) on the head node in front of
+  one ``dynamo.vllm`` worker per node, plus etcd + NATS there when the cluster's discovery is ``etcd``;
+* ``frontend.type: vllm`` - ``vllm serve`` per node, whose rank-0 process is the API server.
 
 Nothing here starts a process: the plan is data, rendered by ``servebench render`` and launched by
 :mod:`servebench.server.deploy`. The same code plans GB200 and local deployments; only the
-:class:`Placement` (node names, addresses, ports, interpreter) differs.
+:class:`~servebench.server.placement.Placement` differs.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ..cluster.request import model_argument
-from ..flags import Flags, canonical
-from ..recipe import Profile
-
-# Flags the launcher derives from the topology; a recipe value for them is replaced (srt-slurm does the same).
-TOPOLOGY_FLAGS = frozenset({
-    "headless", "master-addr", "master-port", "nnodes", "node-rank", "data-parallel-size-local",
-    "data-parallel-start-rank", "data-parallel-address", "data-parallel-rpc-port", "data-parallel-hybrid-lb",
-    "data-parallel-rank", "host", "port",
-})
-
-
-# Run on the node before the server when the cluster file leaves an interface null: the interface of the
-# default route becomes NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME unless already set. A fixed script; the server's
-# argv follows as "$@", so no value is ever spliced into shell text.
-DETECT_INTERFACES = (
-    "sh", "-c",
-    'i=$(awk \'$2 == "00000000" { print $1; exit }\' /proc/net/route); '
-    ': "${NCCL_SOCKET_IFNAME:=$i}" "${GLOO_SOCKET_IFNAME:=$i}"; '
-    'export NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME; exec "$@"',
-    "servebench-detect-ifname",
-)
-
-
-@dataclass(frozen=True)
-class Ports:
-    """Base ports; a per-node port adds the node rank, so ranks sharing one host never collide."""
-
-    frontend: int = 8000
-    system: int = 18081          # Dynamo worker system server (/health, /metrics): + node rank
-    dp_rpc: int = 13345
-    master: int = 29500
-    kv_events: int = 20080       # + node rank
-    etcd: int = 2379
-    nats: int = 4222
-
-    def shifted(self, offset: int) -> "Ports":
-        return Ports(**{k: v + offset for k, v in self.__dict__.items()})
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where a deployment runs: node names and addresses in rank order, ports, and paths as the nodes see them."""
-
-    nodes: tuple[str, ...]
-    addresses: tuple[str, ...]
-    model: str                   # --model argument
-    workdir: str                 # per-profile directory shared by the nodes (logs, discovery store)
-    python: str = "python3"
-    vllm_serve: tuple[str, ...] = ("vllm", "serve")
-    ports: Ports = Ports()
-    environment: dict[str, str | None] = field(default_factory=dict)   # cluster-wide, None = unset
-    node_environment: tuple[dict[str, str], ...] = ()                  # per node rank, workers only
-    discovery: str = "etcd"
-    interfaces: tuple[str | None, str | None] = (None, None)           # NCCL, Gloo (None = detect)
-
-    @property
-    def head(self) -> str:
-        return self.addresses[0]
+from ..flags import canonical
+from ..profile import Profile
+from ..topology import LAUNCHER_FLAGS, NodeRole
+from .placement import DETECT_INTERFACES, Placement
 
 
 @dataclass(frozen=True)
@@ -141,70 +81,47 @@ def cli_args(flags: dict[str, Any]) -> list[str]:
     return argv
 
 
-def _without(flags: dict[str, Any], names: frozenset[str] | set[str]) -> dict[str, Any]:
-    return {k: v for k, v in flags.items() if canonical(k) not in names}
-
-
-def served_model_name(profile: Profile) -> str:
-    flags = Flags(profile.recipe.aggregated_flags)
-    return str(flags.get("served-model-name") or profile.recipe.model.path)
+def topology_args(role: NodeRole, profile: Profile, where: Placement) -> list[str]:
+    """The per-node flags of one role (the launcher owns these: topology.LAUNCHER_FLAGS)."""
+    f, topo, head = profile.flags, profile.topology, where.head
+    dp_rpc = str(f.value("data-parallel-rpc-port") or where.ports.dp_rpc)
+    if role.mode == "dp_rank":
+        return ["--data-parallel-rank", str(role.rank), "--data-parallel-address", head,
+                "--data-parallel-rpc-port", dp_rpc]
+    if role.mode == "dp_hybrid":
+        return ["--data-parallel-size-local", str(len(role.dp_ranks)), "--data-parallel-start-rank",
+                str(role.dp_start), "--data-parallel-address", head, "--data-parallel-rpc-port", dp_rpc,
+                "--data-parallel-hybrid-lb"]
+    if role.mode in ("leader", "headless"):
+        argv = ["--master-addr", head, "--master-port", str(f.value("master-port") or where.ports.master),
+                "--nnodes", str(topo.nodes), "--node-rank", str(role.rank)]
+        if topo.dp > 1 or f.dp_given:
+            argv += ["--data-parallel-address", head, "--data-parallel-rpc-port", dp_rpc]
+        return argv + (["--headless"] if role.mode == "headless" else [])
+    return []
 
 
 def plan(profile: Profile, where: Placement) -> ServerPlan:
     """The processes, engines and health endpoints of ``profile`` placed on ``where``."""
-    r = profile.recipe
-    flags = Flags(r.aggregated_flags)
-    tp = flags.int("tensor-parallel-size", 1)
-    pp = flags.int("pipeline-parallel-size", 1)
-    dp = flags.int("data-parallel-size", 1)
-    gpus_per_node = r.resources.gpus_per_node
-    nnodes = r.resources.total_nodes
-    if len(where.nodes) < nnodes:
-        raise ValueError(f"{profile.id} needs {nnodes} nodes, placement has {len(where.nodes)}")
-    replica = tp * pp
-    name = served_model_name(profile)
+    r, topo = profile.recipe, profile.topology
+    if len(where.nodes) < topo.nodes:
+        raise ValueError(f"{profile.id} needs {topo.nodes} nodes, placement has {len(where.nodes)}")
+    name = profile.served_model_name
     kind = "vllm" if r.frontend.type == "vllm" else "dynamo"
     common_env = {**where.environment, **r.environment}
     if kind == "dynamo":
         common_env.update(_dynamo_env(profile, where))
     base_env = {**common_env, **r.backend.aggregated_environment, **_network_env(where)}
 
-    engine_flags = _without(r.aggregated_flags, TOPOLOGY_FLAGS | {"served-model-name", "model"})
+    engine_flags = {k: v for k, v in profile.flags.raw.items() if canonical(k) not in LAUNCHER_FLAGS}
     if r.backend.connector and r.backend.connector.lower() not in ("null", "none"):
         engine_flags = {**engine_flags, "kv-transfer-config": _connector_json(r.backend.connector)}
     procs: list[ProcSpec] = []
     engines: list[Engine] = []
     health: list[str] = []
     head = where.head
-    dp_rpc = str(flags.int("data-parallel-rpc-port", where.ports.dp_rpc))
-    master_port = str(flags.int("master-port", where.ports.master))
-    dp_mode = dp > 1 or flags.has("data-parallel-size")
-
-    for rank in range(nnodes):
-        topo: list[str] = []
-        headless = False
-        if dp_mode and r.backend.dp_launch_mode == "per_rank" and replica == gpus_per_node:
-            # srt-slurm's per_rank mode: one process per DP rank, each its own (externally balanced) engine.
-            topo = ["--data-parallel-rank", str(rank), "--data-parallel-address", head,
-                    "--data-parallel-rpc-port", dp_rpc]
-            owned = range(rank, rank + 1)
-        elif dp_mode and replica <= gpus_per_node:
-            local = gpus_per_node // replica
-            topo = ["--data-parallel-size-local", str(local), "--data-parallel-start-rank", str(rank * local),
-                    "--data-parallel-address", head, "--data-parallel-rpc-port", dp_rpc,
-                    "--data-parallel-hybrid-lb"]
-            owned = range(rank * local, (rank + 1) * local)
-        elif nnodes > 1:
-            topo = ["--master-addr", head, "--master-port", master_port, "--nnodes", str(nnodes),
-                    "--node-rank", str(rank)]
-            if dp_mode:
-                topo += ["--data-parallel-address", head, "--data-parallel-rpc-port", dp_rpc]
-            headless = rank > 0
-            if headless:
-                topo.append("--headless")
-            owned = range(dp) if rank == 0 else range(0)
-        else:
-            owned = range(dp)
+    for role in topo.roles:
+        rank, headless = role.rank, role.mode == "headless"
         env = dict(base_env)
         if rank < len(where.node_environment):
             env.update(where.node_environment[rank])
@@ -216,30 +133,28 @@ def plan(profile: Profile, where: Placement) -> ServerPlan:
                 kv = _kv_events(profile, where, rank)
                 if kv:
                     argv += ["--kv-events-config", kv]
-            argv += topo + cli_args(engine_flags)
-            metrics = f"http://{where.addresses[rank]}:{sysport}/metrics"
-            if not headless:
                 health.append(f"http://{where.addresses[rank]}:{sysport}/health")
+            metrics = f"http://{where.addresses[rank]}:{sysport}/metrics"
         else:
             argv = [*where.vllm_serve, "--model", where.model, "--served-model-name", name]
             if rank == 0:
-                argv += ["--host", "0.0.0.0" if nnodes > 1 else head, "--port", str(where.ports.frontend)]
+                argv += ["--host", "0.0.0.0" if topo.nodes > 1 else head, "--port", str(where.ports.frontend)]
                 health.append(f"http://{head}:{where.ports.frontend}/health")
-            argv += topo + cli_args(engine_flags)
             metrics = f"http://{head}:{where.ports.frontend}/metrics"
-        if nnodes > 1 and None in where.interfaces:
+        argv += topology_args(role, profile, where) + cli_args(engine_flags)
+        if topo.nodes > 1 and None in where.interfaces:
             argv = [*DETECT_INTERFACES, *argv]
         procs.append(ProcSpec(rank, f"worker{rank}", "headless" if headless else "worker", tuple(argv), env))
-        engines += [Engine(d, rank, metrics, str(d)) for d in owned]
+        engines += [Engine(d, rank, metrics, str(d)) for d in role.dp_ranks]
 
     if kind == "dynamo":
         front_env = {**common_env, **(r.frontend.env or {})}
-        argv = [where.python, "-m", "dynamo.frontend", "--http-host", "0.0.0.0" if nnodes > 1 else head,
+        argv = [where.python, "-m", "dynamo.frontend", "--http-host", "0.0.0.0" if topo.nodes > 1 else head,
                 "--http-port", str(where.ports.frontend), *_frontend_args(r.frontend.args or {})]
         procs.insert(0, ProcSpec(0, "frontend", "frontend", tuple(argv), front_env))
         if where.discovery == "etcd":
             procs[:0] = _infra(where)
-        expected = sum(p.role == "worker" for p in procs)
+        expected = topo.registering
     else:
         expected = 1
     return ServerPlan(kind, name, f"http://{head}:{where.ports.frontend}", tuple(procs), tuple(engines),
@@ -310,52 +225,3 @@ def _infra(where: Placement) -> list[ProcSpec]:
             "--initial-cluster", f"servebench=http://{head}:{p.etcd + 1}"]
     nats = ["nats-server", "-js", "-p", str(p.nats), "-sd", f"{where.workdir}/nats"]
     return [ProcSpec(0, "etcd", "infra", tuple(etcd), {}), ProcSpec(0, "nats", "infra", tuple(nats), {})]
-
-
-def placement_for(profile: Profile, nodes: list[str], addresses: list[str], workdir: str, *,
-                  root: str = ".", model_dir: str | None = None, ports: Ports = Ports()) -> Placement:
-    """A placement from the cluster description; relative interpreter paths are taken from ``root`` (the repo)."""
-    rt = profile.cluster.runtime
-
-    def local_path(arg: str) -> str:
-        return f"{root.rstrip('/')}/{arg}" if arg.startswith(".") and "/" in arg else arg
-
-    net = profile.cluster.network
-    return Placement(
-        nodes=tuple(nodes), addresses=tuple(addresses), model=model_argument(profile, model_dir)[0],
-        workdir=workdir, python=local_path(rt.python), vllm_serve=tuple(local_path(a) for a in rt.vllm_serve),
-        ports=ports, environment=dict(rt.environment), discovery=rt.discovery,
-        node_environment=tuple(dict(e) for e in rt.node_environment),
-        interfaces=(net.nccl_socket_ifname, net.gloo_socket_ifname))
-
-
-def dry_placement(profile: Profile) -> Placement:
-    """Placeholder node names for rendering without an allocation."""
-    from ..models import GENERATED, cached_path
-
-    n = profile.recipe.resources.total_nodes
-    alias = profile.recipe.model.path
-    model_dir = str(cached_path(alias)) if alias in GENERATED else None
-    if profile.cluster.backend == "local":
-        names = [f"local{i}" for i in range(n)]
-        return placement_for(profile, names, ["127.0.0.1"] * n, f"results/{profile.id}", model_dir=model_dir)
-    names = [f"node{i}" for i in range(n)]
-    return placement_for(profile, names, names, f"results/{profile.id}", model_dir=model_dir)
-
-
-def free_ports(nodes: int, start: int = 0) -> Ports:
-    """A Ports block (offset by multiples of 50 from ``start``) where nothing on this host listens."""
-    import socket
-
-    for step in range(start, start + 1000, 50):
-        ports = Ports().shifted(step)
-        wanted = [ports.frontend, ports.dp_rpc, ports.master, *(ports.system + r for r in range(nodes)),
-                  *(ports.kv_events + r for r in range(nodes))]
-        try:
-            for port in wanted:
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return ports
-    raise RuntimeError(f"no free block of ports from offset {start}")

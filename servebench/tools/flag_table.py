@@ -3,12 +3,12 @@
 real argument parser accepts. servebench checks recipes against these tables offline (rule `entrypoint-flags`).
 
 Run it with the interpreter that serves:
-    .venvs/serve/bin/python scripts/flag-table --out servebench/data/flags/dynamo-1.6.1_vllm-0.31.0.json
+    .venvs/serve/bin/python servebench/tools/flag_table.py --out servebench/data/flags/dynamo-1.6.1_vllm-0.31.0.json
 and for a cluster image, inside that image on a node, e.g.
-    srun --container-image=vllm/vllm-openai:kimi-k3 python3 scripts/flag-table --name gb200-kimi-k3 --out ...
+    srun --container-image=vllm/vllm-openai:kimi-k3 python3 servebench/tools/flag_table.py --name gb200-kimi-k3 --out ...
 It builds the parsers only (no engine, no GPU needed).
 
-    python scripts/flag-table --parse REQUESTS.json
+    python servebench/tools/flag_table.py --parse REQUESTS.json
 parses argument lists with the same real parsers instead: REQUESTS is [{"id", "entrypoint", "args"}], the answer
 (stdout, JSON) is [{"id", "ok", "error"}]. `servebench flags` uses it.
 """
@@ -124,7 +124,7 @@ def main() -> None:
     dynamo = version("ai-dynamo")
     table = {
         "name": args.name or f"dynamo-{dynamo}_vllm-{vllm}",
-        "generated_by": "scripts/flag-table", "generated_at": time.strftime("%Y-%m-%d"),
+        "generated_by": "servebench/tools/flag_table.py", "generated_at": time.strftime("%Y-%m-%d"),
         "versions": {"vllm": vllm, "dynamo": dynamo, "python": sys.version.split()[0]},
         "entrypoints": {"vllm serve": vllm_serve(), "dynamo.vllm": dynamo_worker(),
                         "dynamo.frontend": dynamo_frontend() if dynamo else []},

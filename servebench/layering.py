@@ -1,9 +1,11 @@
-"""Load profiles: overlays merged onto a shared srt-slurm base, validated, with errors that point
-at the file and key where the offending value was written."""
+"""Reading recipe files: ``extends:`` chains merged overlay onto base, parsed into the strict schemas of
+:mod:`servebench.spec` with errors that point at the file, line and key where the offending value was written.
+
+Nothing here knows what a flag means; :mod:`servebench.profile` builds the typed views from what this returns.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,8 +15,6 @@ from pydantic import BaseModel, ValidationError
 
 from . import yamlio
 from .errors import ConfigError, Problem
-from .profile import ClusterSpec, ProfileSection
-from .srt_schema import SrtRecipe
 
 PROFILE_KEYS = ("extends", "profile", "recipe")
 
@@ -100,11 +100,6 @@ def parse_model(model: type[BaseModel], data: Any, origins: Origins, section: st
         raise ConfigError(_validation_problems(err, origins, section)) from None
 
 
-def load_cluster(path: Path) -> ClusterSpec:
-    data = yamlio.load(path)
-    return parse_model(ClusterSpec, data, Origins([Layer(str(path), data)], str(path)), "cluster description")
-
-
 def load_named(folder: Path, loader, problems: list[Problem]) -> dict:
     """Every ``<name>.yaml`` in ``folder`` parsed by ``loader``; problems (incl. a name that differs from the
     file name) are appended to ``problems``."""
@@ -133,7 +128,7 @@ class Layered:
     recipe_origins: Origins
 
 
-def _is_profile(doc: Any) -> bool:
+def is_profile(doc: Any) -> bool:
     return isinstance(doc, dict) and "profile" in doc
 
 
@@ -174,7 +169,7 @@ def resolve_layers(path: Path, docs: dict[str, Any] | None = None, _seen: tuple[
             raise ConfigError(Problem(name, "extends", f"{target} does not exist",
                                       "name an existing recipe next to this file", yamlio.line_of(doc, "extends")))
         target_doc = read(target)
-        if _is_profile(target_doc):
+        if is_profile(target_doc):
             base = resolve_layers(target, docs, (*_seen, name))
         else:
             if not isinstance(target_doc, dict):
@@ -194,130 +189,7 @@ def canonical_json(data: Any) -> str:
     return json.dumps(yamlio.plain(data), sort_keys=True, separators=(",", ":"), default=str)
 
 
-@dataclass
-class Profile:
-    """One validated sweep profile: its effective srt-slurm recipe, its sweep section and cluster."""
-
-    file: str
-    spec: ProfileSection
-    recipe: SrtRecipe
-    cluster: ClusterSpec
-    raw_profile: dict
-    raw_recipe: dict
-    layers: Layered
-    model_spec: Any = None        # servebench.capacity.ModelSpec from recipes/models/<model>.yaml, if any
-
-    @property
-    def id(self) -> str:
-        return f"{self.spec.model}-{self.cluster.gpu_type}-{self.spec.name}"
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def offload(self) -> bool:
-        return self.spec.labels.kv_offloading != "none"
-
-    @property
-    def fingerprint(self) -> str:
-        """sha256 over everything that defines the deployment and the load, except the concurrency.
-        Computed on the parsed models, so spelling out a default does not change it."""
-        prof = self.spec.model_dump(mode="json", by_alias=True, exclude={"concurrency", "description"})
-        body = canonical_json({"profile": prof, "recipe": self.recipe.model_dump(mode="json"),
-                               "cluster": self.cluster.model_dump(mode="json")})
-        return hashlib.sha256(body.encode()).hexdigest()
-
-    def case_id(self, concurrency: int) -> str:
-        return f"{self.id}-c{concurrency}"
-
-    def effective(self) -> dict:
-        """What ``servebench recipe`` prints: the sweep section and the srt-slurm recipe."""
-        return {"profile": self.spec.model_dump(mode="json", by_alias=True),
-                "recipe": yamlio.plain(self.raw_recipe)}
-
-
-def build_profile(layers: Layered, clusters: dict[str, ClusterSpec], models: dict | None = None,
-                  skip_rules: Iterable[str] = ()) -> Profile:
-    """Parse and validate one resolved profile; raises ConfigError with every problem found."""
-    from .rules import check_profile  # rules need Profile; import here to keep the module order simple
-
-    problems: list[Problem] = []
-    spec = recipe = None
-    try:
-        spec = parse_model(ProfileSection, layers.profile, layers.profile_origins, "profile")
-    except ConfigError as err:
-        problems += err.problems
-    try:
-        recipe = parse_model(SrtRecipe, layers.recipe, layers.recipe_origins, "srt-slurm recipe")
-    except ConfigError as err:
-        problems += err.problems
-    if spec is not None and spec.cluster not in clusters:
-        problems.append(layers.profile_origins.problem(
-            ["cluster"], f"unknown cluster {spec.cluster!r}",
-            f"use one of {sorted(clusters)} or add recipes/clusters/{spec.cluster}.yaml"))
-    if problems:
-        raise ConfigError(problems)
-    profile = Profile(layers.file, spec, recipe, clusters[spec.cluster], layers.profile, layers.recipe, layers,
-                      (models or {}).get(spec.model))
-    problems = list(check_profile(profile, skip=skip_rules))
-    if problems:
-        raise ConfigError(problems)
-    return profile
-
-
-@dataclass
-class Catalog:
-    """Every cluster and profile under a recipes directory."""
-
-    root: Path
-    clusters: dict[str, ClusterSpec]
-    profiles: list[Profile]
-    base_recipes: list[str]
-    models: dict = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, root: Path | str, skip_rules: Iterable[str] = ()) -> "Catalog":
-        """Every cluster, model and profile under ``root``; ``skip_rules`` names rules not to apply."""
-        from .capacity import load_model
-
-        root = Path(root)
-        if not root.is_dir():
-            raise ConfigError(Problem(str(root), "", "recipes directory not found",
-                                      "run from the repo root or pass --recipes DIR"))
-        problems: list[Problem] = []
-        clusters = load_named(root / "clusters", load_cluster, problems)
-        models = load_named(root / "models", load_model, problems)
-        profiles: list[Profile] = []
-        bases: list[str] = []
-        for path in sorted(root.rglob("*.yaml")):
-            rel = path.relative_to(root).parts
-            if rel[0] in ("clusters", "models") or path.name.startswith("_"):
-                continue  # cluster/model descriptions; "_" files are partial layers used via extends
-            try:
-                doc = yamlio.load(path)
-                if not _is_profile(doc):
-                    # A shared base: on its own it must still be a valid srt-slurm recipe.
-                    parse_model(SrtRecipe, doc, Origins([Layer(str(path), doc)], str(path)), "srt-slurm recipe")
-                    bases.append(str(path))
-                    continue
-                profiles.append(build_profile(resolve_layers(path), clusters, models, skip_rules))
-            except ConfigError as err:
-                problems += err.problems
-        seen: dict[str, str] = {}
-        for prof in profiles:
-            if prof.id in seen:
-                problems.append(Problem(prof.file, "profile.name", f"profile id {prof.id} also defined in "
-                                        f"{seen[prof.id]}", "give each profile a unique name"))
-            seen[prof.id] = prof.file
-        if problems:
-            # A broken shared base breaks every profile on it: say it once.
-            raise ConfigError(list(dict.fromkeys(problems)))
-        return cls(root, clusters, profiles, bases, models)
-
-    def find(self, key: str) -> list[Profile]:
-        """Profiles matching a profile id, a profile name, a case id, or a file path."""
-        out = [p for p in self.profiles if key in (p.id, p.name, p.file) or Path(p.file).resolve() == Path(key).resolve()]
-        if not out:
-            out = [p for p in self.profiles if any(key == p.case_id(c) for c in p.spec.concurrency)]
-        return out
+def parse_file(model: type[BaseModel], path: Path, section: str):
+    """One YAML file parsed into ``model``; problems name the file and line."""
+    data = yamlio.load(path)
+    return parse_model(model, data, Origins([Layer(str(path), data)], str(path)), section)

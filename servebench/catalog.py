@@ -1,0 +1,122 @@
+"""The recipe catalog: every cluster, model and profile under a recipes folder, loaded and validated.
+
+A broken file never hides the others: every problem of the catalog is collected and raised together, one line
+each (file, line, key path, fix).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from . import yamlio
+from .errors import ConfigError, Problem
+from .layering import Layer, Layered, Origins, is_profile, load_named, parse_file, parse_model, resolve_layers
+from .profile import Profile
+from .rules import check_profile
+from .spec.model import ModelSpec
+from .spec.srt import SrtRecipe
+from .spec.sweep import ClusterSpec, ProfileSection
+
+
+def load_cluster(path: Path) -> ClusterSpec:
+    return parse_file(ClusterSpec, path, "cluster description")
+
+
+def load_model(path: Path) -> ModelSpec:
+    return parse_file(ModelSpec, path, "model description")
+
+
+def load_models(root: Path) -> dict[str, ModelSpec]:
+    """Every model description in ``<root>/models``; ConfigError with all problems."""
+    problems: list[Problem] = []
+    out = load_named(Path(root) / "models", load_model, problems)
+    if problems:
+        raise ConfigError(problems)
+    return out
+
+
+def load_clusters(root: Path, problems: list[Problem]) -> dict[str, ClusterSpec]:
+    return load_named(Path(root) / "clusters", load_cluster, problems)
+
+
+def build_profile(layers: Layered, clusters: dict[str, ClusterSpec], models: dict | None = None,
+                  skip_rules: Iterable[str] = ()) -> Profile:
+    """Parse and validate one resolved profile; raises ConfigError with every problem found."""
+    problems: list[Problem] = []
+    spec = recipe = None
+    try:
+        spec = parse_model(ProfileSection, layers.profile, layers.profile_origins, "profile")
+    except ConfigError as err:
+        problems += err.problems
+    try:
+        recipe = parse_model(SrtRecipe, layers.recipe, layers.recipe_origins, "srt-slurm recipe")
+    except ConfigError as err:
+        problems += err.problems
+    if spec is not None and spec.cluster not in clusters:
+        problems.append(layers.profile_origins.problem(
+            ["cluster"], f"unknown cluster {spec.cluster!r}",
+            f"use one of {sorted(clusters)} or add recipes/clusters/{spec.cluster}.yaml"))
+    if problems:
+        raise ConfigError(problems)
+    profile = Profile(layers.file, spec, recipe, clusters[spec.cluster], layers, (models or {}).get(spec.model))
+    problems = list(check_profile(profile, skip=skip_rules))
+    if problems:
+        raise ConfigError(problems)
+    return profile
+
+
+@dataclass
+class Catalog:
+    """Every cluster and profile under a recipes directory."""
+
+    root: Path
+    clusters: dict[str, ClusterSpec]
+    profiles: list[Profile]
+    base_recipes: list[str]
+    models: dict = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, root: Path | str, skip_rules: Iterable[str] = ()) -> "Catalog":
+        """Every cluster, model and profile under ``root``; ``skip_rules`` names rules not to apply."""
+        root = Path(root)
+        if not root.is_dir():
+            raise ConfigError(Problem(str(root), "", "recipes directory not found",
+                                      "run from the repo root or pass --recipes DIR"))
+        problems: list[Problem] = []
+        clusters = load_clusters(root, problems)
+        models = load_named(root / "models", load_model, problems)
+        profiles: list[Profile] = []
+        bases: list[str] = []
+        for path in sorted(root.rglob("*.yaml")):
+            rel = path.relative_to(root).parts
+            if rel[0] in ("clusters", "models") or path.name.startswith("_"):
+                continue  # cluster/model descriptions; "_" files are partial layers used via extends
+            try:
+                doc = yamlio.load(path)
+                if not is_profile(doc):
+                    # A shared base: on its own it must still be a valid srt-slurm recipe.
+                    parse_model(SrtRecipe, doc, Origins([Layer(str(path), doc)], str(path)), "srt-slurm recipe")
+                    bases.append(str(path))
+                    continue
+                profiles.append(build_profile(resolve_layers(path), clusters, models, skip_rules))
+            except ConfigError as err:
+                problems += err.problems
+        seen: dict[str, str] = {}
+        for prof in profiles:
+            if prof.id in seen:
+                problems.append(Problem(prof.file, "profile.name", f"profile id {prof.id} also defined in "
+                                        f"{seen[prof.id]}", "give each profile a unique name"))
+            seen[prof.id] = prof.file
+        if problems:
+            # A broken shared base breaks every profile on it: say it once.
+            raise ConfigError(list(dict.fromkeys(problems)))
+        return cls(root, clusters, profiles, bases, models)
+
+    def find(self, key: str) -> list[Profile]:
+        """Profiles matching a profile id, a profile name, a case id, or a file path."""
+        out = [p for p in self.profiles if key in (p.id, p.name, p.file) or Path(p.file).resolve() == Path(key).resolve()]
+        if not out:
+            out = [p for p in self.profiles if any(key == p.case_id(c) for c in p.spec.concurrency)]
+        return out

@@ -1,0 +1,23 @@
+"""Hooks a site implements (in its conftest.py or a plugin) to extend servebench without forking it."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.hookspec
+def pytest_servebench_result_fields(point, result) -> dict | None:
+    """Extra fields for one point's result, stored under ``result.extra`` (merged over every implementation).
+
+    Called once per measured point, before the result is written; ``result`` is the
+    :class:`servebench.result.PointResult` built from AIPerf's files. Values must be JSON-serializable. An
+    implementation that raises is logged and ignored: a site hook never costs a point its result."""
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_servebench_allocation_request(profile, request):
+    """Adjust the Slurm (or local) allocation of a profile before it is submitted.
+
+    ``request`` is the :class:`servebench.cluster.AllocationRequest` servebench derived from the recipe and the
+    cluster; return a replacement (e.g. ``dataclasses.replace(request, directives={..., "qos": "high"})``) or
+    None to keep it. The first implementation that returns a request wins."""

@@ -1,0 +1,47 @@
+"""The one polling loop: ask until an answer comes, with a deadline, an interval and backoff.
+
+Every wait in servebench (readiness, idle engines, a Slurm job starting or ending) goes through :func:`poll`, so
+each has a bounded duration, a bounded call rate, and says what it was still waiting for when it gave up.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class PollTimeout(TimeoutError):
+    def __init__(self, what: str, waited: float, last: object):
+        self.waited, self.last = waited, last
+        super().__init__(f"{what}: still waiting after {waited:.0f} s (last: {last})")
+
+
+@dataclass(frozen=True)
+class Done(Generic[T]):
+    """Returned by a probe when the wait is over; any other value is 'not yet' (and is reported on timeout)."""
+
+    value: T
+
+
+def poll(probe: Callable[[], object], *, timeout: float, interval: float = 1.0, backoff: float = 1.0,
+         max_interval: float = 30.0, what: str = "condition", sleep: Callable[[float], None] = time.sleep,
+         clock: Callable[[], float] = time.monotonic) -> object:
+    """Call ``probe`` until it returns :class:`Done` (its value is returned) or ``timeout`` seconds pass
+    (:class:`PollTimeout`, carrying the probe's last answer). The interval grows by ``backoff`` after each
+    'not yet', up to ``max_interval``; exceptions from the probe propagate (a dead process ends the wait)."""
+    start = clock()
+    wait = interval
+    last: object = "nothing polled yet"
+    while True:
+        answer = probe()
+        if isinstance(answer, Done):
+            return answer.value
+        last = answer
+        waited = clock() - start
+        if waited >= timeout:
+            raise PollTimeout(what, waited, last)
+        sleep(min(wait, max(0.0, timeout - waited)))
+        wait = min(wait * backoff, max_interval)

@@ -1,0 +1,161 @@
+"""servebench as a pytest plugin: markers from the catalog, the site hooks, namespaced fixtures, and the
+package working from another repository (pip install + a recipes folder)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import venv
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, copy_suite
+
+H200_CLUSTER = """\
+name: h200-box
+description: one H200 node without Slurm
+kind: gpu
+backend: local
+gpu_type: h200
+nodes: 1
+gpus_per_node: 1
+hbm_gib_per_gpu: 139
+host_dram_mib_per_node: 131072
+dram_utilization: 0.5
+"""
+H200_PROFILE = """\
+extends: ../local/base.yaml
+profile:
+  name: vllm
+  model: tiny-llama
+  cluster: h200-box
+  concurrency: [8, 16]
+  layout: {tp: 1}
+"""
+
+
+@pytest.fixture
+def suite(pytester):
+    copy_suite(pytester.path)
+    return pytester
+
+
+def collected(result):
+    return [ln.split("[", 1)[1].rstrip("]") for ln in result.outlines if "::test_point[" in ln]
+
+
+def test_a_new_gpu_type_collects_and_selects_under_strict_markers(suite):
+    """Before, markers lived in pytest.ini: a cluster with gpu_type h200 broke collection of every case."""
+    (suite.path / "recipes/clusters/h200-box.yaml").write_text(H200_CLUSTER)
+    (suite.path / "recipes/h200").mkdir()
+    (suite.path / "recipes/h200/vllm.yaml").write_text(H200_PROFILE)
+    res = suite.runpytest("--import-mode=importlib", "benchmarks", "-m", "h200", "--collect-only", "-q")
+    assert collected(res) == ["tiny-llama-h200-vllm-c8", "tiny-llama-h200-vllm-c16"], res.outlines
+    res = suite.runpytest("--import-mode=importlib", "benchmarks", "-m", "not hardware", "--collect-only", "-q")
+    got = collected(res)
+    assert got and not any("h200" in c or "gb200" in c for c in got), got
+    res = suite.runpytest("--import-mode=importlib", "--markers")
+    res.stdout.fnmatch_lines(["@pytest.mark.hardware: *", "@pytest.mark.gb200: *",
+                              "@pytest.mark.h200: a case of a profile on a H200 cluster (e.g. h200-box)"])
+
+
+def test_an_unknown_marker_still_fails_under_strict_markers(suite):
+    (suite.path / "tests").mkdir()
+    (suite.path / "tests/test_typo.py").write_text("import pytest\n@pytest.mark.gb300\ndef test_x():\n    pass\n")
+    res = suite.runpytest("--import-mode=importlib", "tests", "--collect-only", "-q")
+    assert res.ret != 0
+    res.stdout.fnmatch_lines(["*'gb300' not found in `markers` configuration option*"])
+
+
+SITE_CONFTEST = '''
+import dataclasses
+import json
+import pytest
+
+def pytest_configure(config):
+    config.calls = []
+
+def pytest_servebench_allocation_request(profile, request):
+    return dataclasses.replace(request, directives={**request.directives, "qos": "site-high"})
+
+def pytest_servebench_result_fields(point, result):
+    return {"site_rack": "r12", "gpus_seen": result.throughput.gpus}
+
+@pytest.fixture
+def profile():          # a user's own fixture with a common name: servebench's are sb_*
+    return "the user's"
+
+def test_user_fixture(profile):
+    assert profile == "the user's"
+'''
+
+
+def test_site_hooks_adjust_the_allocation_and_add_result_fields(suite, monkeypatch):
+    """Both hooks run on a real point (a reused result stands in for AIPerf, the local allocation for Slurm)."""
+    import json
+    from servebench.catalog import Catalog
+
+    (suite.path / "conftest.py").write_text(SITE_CONFTEST)
+    (suite.path / "benchmarks/test_alloc.py").write_text(textwrap.dedent('''
+        def test_request_seen(sb_point, sb_allocation):
+            assert sb_allocation.request.directives["qos"] == "site-high"
+    '''))
+    prof = next(p for p in Catalog.load(REPO / "recipes").profiles if p.id == "tiny-llama-cpu-vllm")
+    prior = suite.path / "prior/points"
+    prior.mkdir(parents=True)
+    src = json.loads((REPO / "tests/data/results-local/points/tiny-llama-cpu-vllm-c1.json").read_text())
+    src["identity"]["recipe_fingerprint"] = prof.fingerprint
+    (prior / "tiny-llama-cpu-vllm-c1.json").write_text(json.dumps(src))
+    res = suite.runpytest("--import-mode=importlib", "benchmarks", "conftest.py", "-p", "no:cacheprovider", "-k",
+                          "tiny-llama-cpu-vllm-c1 or user_fixture", "--reuse-results",
+                          str(prior.parent), "--results-dir", "out")
+    res.assert_outcomes(passed=3)
+    stored = json.loads((suite.path / "out/points/tiny-llama-cpu-vllm-c1.json").read_text())
+    assert stored["verdict"]["passed"] is True
+
+
+def test_result_fields_reach_a_measured_result():
+    """The hook's fields are stored under result.extra by measure(); a failing implementation is logged and
+    skipped (tested on the function the fixture passes to measure)."""
+    from servebench.fixtures import _site_fields
+
+    class Impl:
+        def __init__(self, fn, name):
+            self.function, self.plugin_name = fn, name
+
+    class Hook:
+        def get_hookimpls(self):
+            return [Impl(lambda point, result: {"a": 1}, "good"),
+                    Impl(lambda point, result: 1 / 0, "broken"),
+                    Impl(lambda point, result: {"b": point}, "uses-point")]
+
+    class Config:
+        class pluginmanager:
+            class hook:
+                pytest_servebench_result_fields = Hook()
+
+    assert _site_fields(Config, "P")(object()) == {"a": 1, "b": "P"}
+
+
+@pytest.mark.install
+def test_installed_package_runs_from_another_repository(tmp_path):
+    """pip install <checkout> into a fresh venv; a project with only a recipes folder and a test file collects
+    the sweep through the pytest11 entry point (no conftest, no pytest.ini of ours)."""
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True, system_site_packages=False).create(env_dir)
+    py = env_dir / "bin" / "python"
+    pip_env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    done = subprocess.run([str(py), "-m", "pip", "install", "-q", str(REPO)], capture_output=True, text=True,
+                          env=pip_env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    project = tmp_path / "other-repo"
+    (project / "recipes").mkdir(parents=True)
+    for name in ("clusters", "models", "kimi-k3"):
+        subprocess.run(["cp", "-r", str(REPO / "recipes" / name), str(project / "recipes" / name)], check=True)
+    (project / "test_bench.py").write_text("def test_point(sb_point, sb_measured, sb_judge):\n    pass\n")
+    res = subprocess.run([str(py), "-m", "pytest", "--collect-only", "-q", "-m", "gb200 and offload",
+                          "--strict-markers", "-p", "no:cacheprovider"], cwd=project, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "test_bench.py::test_point[kimi-k3-gb200-dep_offload-c384]" in res.stdout
+    assert "4/18 tests collected" in res.stdout, res.stdout[-1000:]

@@ -1,0 +1,73 @@
+"""The pure topology step, tabulated per layout, and the one set of flags the launcher owns."""
+
+import pytest
+
+from servebench.catalog import Catalog
+from servebench.flags import canonical
+from servebench.rules import entrypoint_flags
+from servebench.server.placement import dry_placement
+from servebench.server.plan import plan, topology_args
+from servebench.topology import DERIVED_FLAGS, LAUNCHER_FLAGS, PORT_FLAGS, topology
+from tests.conftest import by_id, edit
+
+# layout -> (modes per node, DP ranks per node, engines, registering processes)
+TABLE = [
+    (dict(tp=16, dp=1, pp=1, nodes=4, gpus_per_node=4),
+     ["leader", "headless", "headless", "headless"], [(0,), (), (), ()], 1, 1),
+    (dict(tp=4, dp=4, pp=1, nodes=4, gpus_per_node=4, dp_given=True),
+     ["dp_hybrid"] * 4, [(0,), (1,), (2,), (3,)], 4, 4),
+    (dict(tp=2, dp=8, pp=1, nodes=4, gpus_per_node=4, dp_given=True),
+     ["dp_hybrid"] * 4, [(0, 1), (2, 3), (4, 5), (6, 7)], 8, 4),
+    (dict(tp=4, dp=4, pp=1, nodes=4, gpus_per_node=4, dp_given=True, dp_launch_mode="per_rank"),
+     ["dp_rank"] * 4, [(0,), (1,), (2,), (3,)], 4, 4),
+    (dict(tp=1, dp=1, pp=1, nodes=1, gpus_per_node=1), ["single"], [(0,)], 1, 1),
+    (dict(tp=8, dp=1, pp=2, nodes=4, gpus_per_node=4),
+     ["leader", "headless", "headless", "headless"], [(0,), (), (), ()], 1, 1),
+]
+
+
+@pytest.mark.parametrize("layout, modes, ranks, engines, registering", TABLE,
+                         ids=["tp16", "dep16", "tp2xdp8", "dep16-per-rank", "single", "tp8xpp2"])
+def test_topology_table(layout, modes, ranks, engines, registering):
+    t = topology(**layout)
+    assert [r.mode for r in t.roles] == modes
+    assert [r.dp_ranks for r in t.roles] == ranks
+    assert (t.engines, t.registering) == (engines, registering)
+
+
+def test_every_per_node_flag_the_plan_writes_is_owned_by_the_launcher(catalog):
+    """One definition: what topology_args writes is exactly what the rule refuses in recipes (plus the ports
+    a recipe may choose). Before, plan.py and rules.py kept two lists that disagreed."""
+    for prof in catalog.profiles:
+        where = dry_placement(prof)
+        for role in prof.topology.roles:
+            written = {canonical(a) for a in topology_args(role, prof, where) if a.startswith("--")}
+            assert written <= LAUNCHER_FLAGS, (prof.id, written - LAUNCHER_FLAGS)
+    assert DERIVED_FLAGS.isdisjoint(PORT_FLAGS)
+
+
+@pytest.mark.parametrize("flag", sorted(DERIVED_FLAGS))
+def test_a_recipe_may_not_set_a_derived_flag(recipes, flag):
+    edit(recipes / "kimi-k3/gb200/dep.yaml", "        max-num-seqs: 64\n", f"        max-num-seqs: 64\n        {flag}: x\n")
+    prof = by_id(Catalog.load(recipes, skip_rules={"entrypoint-flags", "flag-values"}), "kimi-k3-gb200-dep")
+    found = list(entrypoint_flags(prof))
+    assert any(f"--{flag} is derived from the layout" in p.message for p in found), found
+
+
+def test_a_recipe_port_reaches_every_node_once(recipes):
+    edit(recipes / "kimi-k3/gb200/dep.yaml", "        max-num-seqs: 64\n",
+         "        max-num-seqs: 64\n        master-port: 29777\n")
+    edit(recipes / "kimi-k3/gb200/dep.yaml", "data-parallel-rpc-port: 13345", "data-parallel-rpc-port: 14444")
+    prof = by_id(Catalog.load(recipes), "kimi-k3-gb200-dep")
+    for w in [p for p in plan(prof, dry_placement(prof)).processes if p.role == "worker"]:
+        argv = list(w.argv)
+        assert argv.count("--data-parallel-rpc-port") == 1 and argv[argv.index("--data-parallel-rpc-port") + 1] == "14444"
+        assert "--master-port" not in argv      # DEP16 nodes own DP ranks; no torch.distributed master across nodes
+
+
+def test_profile_topology_matches_its_plan(catalog):
+    for prof in catalog.profiles:
+        sp = plan(prof, dry_placement(prof))
+        assert len(sp.engines) == prof.topology.engines, prof.id
+        if sp.kind == "dynamo":
+            assert sp.expected_instances == prof.topology.registering, prof.id
