@@ -79,11 +79,11 @@ class NodePool:
     budget: float
 
 
-def offload_per_node(flags: EngineFlags, cluster: ClusterSpec) -> NodePool:
+def offload_per_node(flags: EngineFlags, cluster: ClusterSpec, workers: int = 1) -> NodePool:
     """Every GPU rank allocates its own pool (vLLM sizes them per rank; see views.OffloadConfig)."""
     kv = flags.offload
     per_rank = kv.bytes_per_rank if kv and kv.bytes_per_rank else 0.0
-    ranks = min(flags.gpus, cluster.gpus_per_node)
+    ranks = min(flags.gpus * workers, cluster.gpus_per_node)
     return NodePool(ranks, per_rank * ranks, cluster.dram_budget_bytes_per_node)
 
 
@@ -156,7 +156,7 @@ def estimate(profile: Profile, gpu_memory_utilization: float | None = None, over
             f"{context * per_token / GIB:.1f} GiB of KV per GPU, the pool holds {kv_pool / GIB:.1f} GiB "
             f"({tokens:,} tokens)")
     if flags.offload is not None and flags.offload.bytes_per_rank:
-        node = offload_per_node(flags, cl)
+        node = offload_per_node(flags, cl, profile.topology.workers)
         est.dram_pool_per_node, est.dram_budget_per_node = node.need, node.budget
         if node.need > node.budget:
             est.problems.append(f"CPU KV pool {node.ranks} ranks x {flags.offload.bytes_per_rank / GIB:.0f} GiB = "

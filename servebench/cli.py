@@ -11,6 +11,7 @@ from . import changelog, yamlio
 from .errors import ConfigError, Problem
 from .matrix import points
 from .catalog import Catalog
+from .cli_run import _many, cmd_flag_table, cmd_flags, cmd_preflight
 from .profile import Profile
 
 
@@ -44,7 +45,7 @@ def cmd_matrix(args) -> int:
     print(f"{'case id':40} {'cluster':10} {'layout':22} {'GPUs':>4}  markers")
     for pt in pts:
         p = pt.profile
-        print(f"{pt.id:40} {p.cluster.name:10} {str(p.spec.layout):22} {p.spec.layout.gpus:>4}  "
+        print(f"{pt.id:40} {p.cluster.name:10} {str(p.spec.layout):22} {p.topology.gpus:>4}  "
               f"{','.join(pt.markers)}")
     profiles = {pt.profile.id for pt in pts}
     print(f"\n{len(pts)} points in {len(profiles)} profiles; every recipe is valid")
@@ -82,9 +83,10 @@ def cmd_render(args) -> int:
         _print_env(shared)
     for proc in sp.processes:
         node = dry_placement(prof).nodes[proc.rank]
-        print(f"\n## {proc.name} ({proc.role}) on node {proc.rank} ({node})")
+        step = "runs to completion before the servers" if proc.oneshot else proc.role
+        print(f"\n## {proc.name} ({step}) on node {proc.rank} ({node})")
         _print_env({k: v for k, v in proc.env.items() if k not in shared})
-        prefix = srun_prefix("JOB", node, req) + ["--"] if cl.backend == "slurm" else []
+        prefix = srun_prefix("JOB", node, req, proc.name, proc.image) + ["--"] if cl.backend == "slurm" else []
         print(shlex.join([*prefix, *proc.argv]))
     print("\n# engines (DP rank -> metrics URL)")
     for eng in sp.engines:
@@ -113,14 +115,6 @@ def cmd_capacity(args) -> int:
     return 0 if ests and all(e.fits for e in ests) and not missing else 1
 
 
-def _many(cat: Catalog, key: str) -> list[Profile]:
-    found = cat.find(key)
-    if not found:
-        raise ConfigError(Problem(key, "", "no profile, case or recipe file by that name",
-                                  "see `servebench matrix` for the ids"))
-    return found
-
-
 def cmd_report(args) -> int:
     """Plots, offload A/B, markdown and CSV from <results>/points/*.json."""
     from . import report
@@ -144,59 +138,6 @@ def cmd_baseline(args) -> int:
     baseline.write(data, Path(args.out))
     print(f"{args.out}: {len(data['points'])} point(s) of cluster {data['cluster']}")
     return 0 if data["points"] else 1
-
-
-def cmd_flags(args) -> int:
-    """Every server process's flags through the real parsers installed in the serving venv."""
-    import subprocess
-    import tempfile
-
-    from .server.placement import DETECT_INTERFACES, dry_placement
-    from .server.plan import plan
-    from .tools import FLAG_TABLE
-
-    # The real parser is the judge here, so the pinned-table rule is not applied first.
-    cat = Catalog.load(args.recipes, skip_rules={"entrypoint-flags"})
-    profiles = [p for t in args.targets for p in _many(cat, t)] if args.targets else cat.profiles
-    python = Path(args.python)
-    if not python.exists():
-        print(f"{python} not found: run scripts/install-servers (or pass --python)", file=sys.stderr)
-        return 2
-    requests = []
-    for prof in profiles:
-        for proc in plan(prof, dry_placement(prof)).processes:
-            argv = list(proc.argv)
-            if tuple(argv[:len(DETECT_INTERFACES)]) == DETECT_INTERFACES:
-                argv = argv[len(DETECT_INTERFACES):]
-            if "-m" in argv[:3] and argv[argv.index("-m") + 1] in ("dynamo.vllm", "dynamo.frontend"):
-                entry, rest = argv[argv.index("-m") + 1], argv[argv.index("-m") + 2:]
-            elif "--model" in argv and proc.role in ("worker", "headless"):
-                entry, rest = "vllm serve", argv[argv.index("--model"):]
-            else:
-                continue                                  # etcd, nats
-            requests.append({"id": f"{prof.id} {proc.name}", "entrypoint": entry, "args": rest})
-    with tempfile.NamedTemporaryFile("w", suffix=".json") as fh:
-        json.dump(requests, fh)
-        fh.flush()
-        done = subprocess.run([str(python), str(FLAG_TABLE), "--parse", fh.name], capture_output=True, text=True)
-    if done.returncode != 0:
-        print(done.stderr[-2000:], file=sys.stderr)
-        return 2
-    answers = json.loads(done.stdout.strip().splitlines()[-1])
-    entry = {r["id"]: r["entrypoint"] for r in requests}
-    for a in answers:
-        print(f"{a['id']:45} {entry[a['id']]:16} " + ("ok" if a["ok"] else f"REJECTED: {a['error']}"))
-    return 0 if all(a["ok"] for a in answers) else 1
-
-
-def cmd_flag_table(args) -> int:
-    """Write the flag table of the vLLM / Dynamo installed for ``--python`` (the real parsers, no engine)."""
-    import subprocess
-
-    from .tools import FLAG_TABLE
-
-    argv = [args.python, str(FLAG_TABLE), "--out", args.out] + (["--name", args.name] if args.name else [])
-    return subprocess.run(argv).returncode
 
 
 def cmd_schema(args) -> int:
@@ -275,6 +216,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("targets", nargs="*", help="profiles (default: all)")
     p.add_argument("--python", default=".venvs/serve/bin/python", help="interpreter with vLLM/Dynamo installed")
     p.set_defaults(func=cmd_flags)
+
+    p = sub.add_parser("preflight", help="allocate, run setup steps and etcd/NATS, check every node; no server")
+    p.add_argument("targets", nargs="+", help="profiles")
+    p.add_argument("--on", metavar="CLUSTER", help="run on another cluster of the same shape (e.g. gb200-local)")
+    p.add_argument("--results-dir", default="results")
+    p.set_defaults(func=cmd_preflight)
 
     p = sub.add_parser("flag-table", help="write the flag table of an interpreter's vLLM/Dynamo (real parsers)")
     p.add_argument("--python", default=".venvs/serve/bin/python", help="interpreter with vLLM/Dynamo installed")

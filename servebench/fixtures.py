@@ -14,7 +14,8 @@ from typing import Callable
 import pytest
 
 from .cluster import Allocation, ProcessDied, backend_for
-from .cluster.request import request_for
+from . import preflight
+from .cluster.request import configs_dir, request_for
 from .matrix import Point
 from .measure import Measured, NotIdle, measure, reusable, reuse
 from .models import GENERATED, ensure_model
@@ -129,10 +130,18 @@ def sb_deployment(sb_profile: Profile, sb_allocation: Allocation, request: pytes
     local = sb_allocation.backend == "local" or profile.cluster.kind == "embedded"   # nodes share this host
     where = placement_for(profile, sb_allocation.nodes, sb_allocation.addresses(), str(work),
                           root=str(config.rootpath), model_dir=str(model_dir) if model_dir else None,
-                          ports=_free_ports(config, len(sb_allocation.nodes)) if local else Ports())
+                          ports=_free_ports(config, len(sb_allocation.nodes)) if local else Ports(),
+                          job_id=sb_allocation.job_id or session.run_id, configs=str(configs_dir(profile)))
     server_plan = plan(profile, where)
+
+    def preflight_first(dep: deploy.Deployment) -> None:
+        """Every hardware run checks its nodes before any weights load."""
+        report = preflight.run(profile, server_plan, sb_allocation, where, logs)
+        if not report.ok:
+            raise deploy.ServerError("\n".join(report.lines()))
     try:
-        dep = deploy.start(profile, server_plan, sb_allocation, logs, tokenizer_dir=model_dir)
+        dep = deploy.start(profile, server_plan, sb_allocation, logs, tokenizer_dir=model_dir,
+                           before_servers=preflight_first if profile.cluster.kind == "gpu" else None)
     except (deploy.ServerError, ProcessDied) as err:
         pytest.fail(f"{profile.id}: servers did not come up: {err}", pytrace=False)
     deploy.dump(dep, work / "deployment.json")

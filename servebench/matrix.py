@@ -30,7 +30,7 @@ class Point:
             "cluster": p.cluster.name,
             "concurrency": self.concurrency,
             "layout": p.spec.layout.model_dump(),
-            "gpus": p.spec.layout.gpus,
+            "gpus": p.topology.gpus,
             "labels": p.spec.labels.model_dump(by_alias=True),
             "markers": self.markers,
             "recipe_fingerprint": p.fingerprint,

@@ -37,7 +37,7 @@ class Profile:
         object.__setattr__(self, "flags", flags)
         object.__setattr__(self, "topology", topology(
             tp=flags.tp, dp=flags.dp, pp=flags.pp, nodes=res.total_nodes, gpus_per_node=res.gpus_per_node,
-            dp_given=flags.dp_given, dp_launch_mode=self.recipe.backend.dp_launch_mode))
+            workers=res.agg_workers or 1, dp_given=flags.dp_given, dp_launch_mode=self.recipe.backend.dp_launch_mode))
 
     @property
     def id(self) -> str:

@@ -56,7 +56,7 @@ class Identity(_Part):
     image: str | None
     concurrency: int
     layout: LayoutInfo
-    gpus: int = Field(description="GPUs the layout uses: TP x DP x PP (the per-GPU divisor)")
+    gpus: int = Field(description="GPUs the deployment uses: TP x DP x PP x workers (the per-GPU divisor)")
     offload: OffloadInfo
     spec_decoding: str
     recipe_fingerprint: str

@@ -86,7 +86,7 @@ def build(point: Point, *, run_id: str, artifact_dir: Path, aiperf_exit_code: in
         completed = successful + errors
     error_rate = (errors / completed) if completed else None
 
-    gpus = lay.gpus
+    gpus = p.topology.gpus          # every worker's GPUs (TP x DP x PP x agg_workers)
     out_tps = _stat(summary, "output_token_throughput")
     total_tps = _stat(summary, "total_token_throughput")
     itl = _dist(summary, "inter_token_latency")

@@ -89,6 +89,9 @@ def gpu_count(p: Profile) -> Iterator[Problem]:
         yield _rp(p, ["resources", "gpus_per_agg"],
                   f"{res.agg_workers or 1} workers x {per_worker} GPUs != {res.total_nodes} nodes x "
                   f"{res.gpus_per_node} GPUs = {allocated}", "make workers x GPUs per worker use every GPU")
+    if (res.agg_workers or 1) > 1 and p.recipe.frontend.type == "vllm":
+        yield _rp(p, ["resources", "agg_workers"], f"{res.agg_workers} independent workers behind `vllm serve`: "
+                  "nothing routes between them", "use frontend.type: dynamo (its router spreads the load)")
     if lay.gpus != per_worker:
         yield _pp(p, ["layout"], f"{lay} uses TP x DP x PP = {lay.gpus} GPUs, but a worker has {per_worker} "
                   f"({res.total_nodes} nodes x {res.gpus_per_node} GPUs / {res.agg_workers or 1} workers)",
@@ -189,7 +192,7 @@ def offload_dram_budget(p: Profile) -> Iterator[Problem]:
     kv = p.flags.offload
     if kv is None or kv.bytes_per_rank is None:
         return
-    pool = capacity_model.offload_per_node(p.flags, p.cluster)
+    pool = capacity_model.offload_per_node(p.flags, p.cluster, p.topology.workers)
     if pool.need > pool.budget:
         gib = 2**30
         yield _rp(p, _flag_path(p, "kv-transfer-config"),
@@ -253,6 +256,21 @@ def entrypoint_flags(p: Profile) -> Iterator[Problem]:
                           f"frontend (python -m dynamo.frontend; flag table {table.name})", "remove or rename it")
 
 
+OBJECT_FLAGS = ("scheduler-cls", "worker-cls", "worker-extension-cls")
+
+
+def object_flags(p: Profile) -> Iterator[Problem]:
+    """vLLM resolves these by qualified name at engine start: a bare class name parses, then the engine dies
+    (preflight also imports them on the nodes, in the image)."""
+    for name in OBJECT_FLAGS:
+        value = p.flags.value(name)
+        if isinstance(value, str) and value not in ("", "auto") and "." not in value:
+            yield _rp(p, _flag_path(p, name), f"--{name} {value!r} is not a dotted path: vLLM resolves it by "
+                      "qualified name and the engine dies at start-up",
+                      f"write the full path, e.g. vllm.v1.core.sched.async_scheduler.{value}"
+                      if name == "scheduler-cls" else "write the full dotted path")
+
+
 def capacity(p: Profile) -> Iterator[Problem]:
     """The profile must hold its weights while loading, and one full-context request (servebench capacity)."""
     if p.model is None:
@@ -282,6 +300,7 @@ RULES: dict[str, Rule] = {
     "gates": gates,
     "identity": identity,
     "entrypoint-flags": entrypoint_flags,
+    "object-flags": object_flags,
     "capacity": capacity,
 }
 

@@ -12,13 +12,17 @@ DP, replica<=node  each node owns ``GPUs per node / (TP x PP)`` local DP ranks  
 DP per_rank        srt-slurm's ``dp_launch_mode: per_rank``: one process per DP rank      DP       nodes
 =================  =====================================================================  =======  ===========
 
+``agg_workers`` > 1 repeats that per worker, each an independent engine group: a worker smaller than a node
+takes a slice of its GPUs (several workers per node, each pinned to its own devices); a larger one spans
+``GPUs / GPUs per node`` nodes of its own. Engines, registering processes and GPUs add up over the workers.
+
 :mod:`servebench.server.plan` renders a :class:`Topology` into argv for Dynamo or ``vllm serve``; the rules
 check it offline. The flag sets below are the one definition of what the launcher owns.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 # Flags the launcher derives per node from the topology; a recipe may not set them (rule entrypoint-flags).
@@ -40,6 +44,10 @@ class NodeRole:
     mode: Mode
     dp_ranks: tuple[int, ...]    # DP ranks (engines) this node's process owns; () for a headless follower
     dp_start: int = 0            # dp_hybrid: first local rank
+    worker: int = 0              # which independent worker (agg_workers) the process belongs to
+    head: int = 0                # node rank of the worker's first node (master / DP address)
+    worker_nodes: int = 1        # nodes the worker spans
+    devices: tuple[int, ...] | None = None   # GPU indexes on the node, when the worker takes a slice of it
 
     @property
     def registers(self) -> bool:
@@ -55,6 +63,7 @@ class Topology:
     nodes: int
     gpus_per_node: int
     roles: tuple[NodeRole, ...]
+    workers: int = 1
 
     @property
     def replica_gpus(self) -> int:
@@ -62,7 +71,8 @@ class Topology:
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.dp * self.pp
+        """GPUs of every worker together: what per-GPU throughput divides by."""
+        return self.tp * self.dp * self.pp * self.workers
 
     @property
     def engines(self) -> int:
@@ -77,13 +87,37 @@ class Topology:
         return any(r.mode in ("leader", "headless") for r in self.roles)
 
     def table(self) -> list[str]:
-        return [f"node {r.rank}: {r.mode}, DP ranks {list(r.dp_ranks)}" for r in self.roles]
+        return [f"node {r.rank}: worker {r.worker} {r.mode}, DP ranks {list(r.dp_ranks)}"
+                + (f", GPUs {list(r.devices)}" if r.devices is not None else "") for r in self.roles]
 
 
-def topology(*, tp: int, dp: int, pp: int, nodes: int, gpus_per_node: int, dp_given: bool = False,
-             dp_launch_mode: str = "per_node") -> Topology:
-    """The per-node roles of one aggregated deployment. ``dp_given``: the recipe passes --data-parallel-size
-    (vLLM then takes its DP code path even at DP 1)."""
+def topology(*, tp: int, dp: int, pp: int, nodes: int, gpus_per_node: int, workers: int = 1,
+             dp_given: bool = False, dp_launch_mode: str = "per_node") -> Topology:
+    """The per-node roles of one aggregated deployment of ``workers`` independent workers. ``dp_given``: the
+    recipe passes --data-parallel-size (vLLM then takes its DP code path even at DP 1)."""
+    workers = max(workers, 1)
+    if workers == 1:
+        return Topology(tp, dp, pp, nodes, gpus_per_node, _one_worker(tp, dp, pp, nodes, gpus_per_node, dp_given,
+                                                                        dp_launch_mode))
+    per_worker = tp * dp * pp
+    roles: list[NodeRole] = []
+    if per_worker < gpus_per_node:                       # several workers share a node, each on its own GPUs
+        slots = max(gpus_per_node // per_worker, 1)
+        for w in range(workers):
+            node, slot = divmod(w, slots)
+            devices = tuple(range(slot * per_worker, (slot + 1) * per_worker))
+            for r in _one_worker(tp, dp, pp, 1, per_worker, dp_given, dp_launch_mode):
+                roles.append(replace(r, rank=node, worker=w, head=node, devices=devices))
+    else:                                               # each worker spans whole nodes of its own
+        span = max(per_worker // gpus_per_node, 1)
+        for w in range(workers):
+            for r in _one_worker(tp, dp, pp, span, gpus_per_node, dp_given, dp_launch_mode):
+                roles.append(replace(r, rank=w * span + r.rank, worker=w, head=w * span, worker_nodes=span))
+    return Topology(tp, dp, pp, nodes, gpus_per_node, tuple(roles), workers)
+
+
+def _one_worker(tp: int, dp: int, pp: int, nodes: int, gpus_per_node: int, dp_given: bool,
+                dp_launch_mode: str) -> tuple[NodeRole, ...]:
     replica = tp * pp
     dp_mode = dp > 1 or dp_given
     roles: list[NodeRole] = []
@@ -97,4 +131,4 @@ def topology(*, tp: int, dp: int, pp: int, nodes: int, gpus_per_node: int, dp_gi
             roles.append(NodeRole(rank, "leader" if rank == 0 else "headless", tuple(range(dp)) if rank == 0 else ()))
         else:
             roles.append(NodeRole(rank, "single", tuple(range(dp))))
-    return Topology(tp, dp, pp, nodes, gpus_per_node, tuple(roles))
+    return tuple(replace(r, worker_nodes=max(nodes, 1)) for r in roles)

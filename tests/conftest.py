@@ -51,3 +51,31 @@ def copy_suite(dest: Path) -> None:
         shutil.copy(REPO / name, dest / name)
     for name in ("recipes", "benchmarks"):
         shutil.copytree(REPO / name, dest / name)
+
+
+class CliResult:
+    def __init__(self, returncode: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def run_cli(*args: str, cwd: Path = REPO) -> CliResult:
+    """`servebench ARGS` in this process (as the console script would run it, from ``cwd``): the CLI's own
+    logic without an interpreter start per call. tests/test_cli.py runs `python -m servebench` for real once."""
+    import contextlib
+    import io
+    import os
+
+    from servebench.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else (print(exit_.code, file=err) or 1)
+    finally:
+        os.chdir(old)
+    return CliResult(code, out.getvalue(), err.getvalue())

@@ -12,7 +12,7 @@ from servebench.capacity import GIB, estimate
 from servebench.catalog import load_models
 from servebench.errors import ConfigError
 from servebench.catalog import Catalog
-from tests.conftest import REPO, edit
+from tests.conftest import REPO, edit, run_cli
 
 
 
@@ -89,11 +89,10 @@ def test_kimi_checkpoint_size_is_reproduced(models):
 
 
 def test_cli_exit_codes(repo, recipes):
-    ok = subprocess.run([sys.executable, "-m", "servebench", "capacity"], cwd=repo, capture_output=True, text=True)
+    ok = run_cli("capacity", cwd=repo)
     assert ok.returncode == 0, ok.stderr
     assert "kimi-k3-gb200-dep_offload" in ok.stdout and "DOES NOT FIT" not in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "servebench", "--recipes", str(tp2_dp8(recipes)), "capacity", "dep"],
-                         cwd=repo, capture_output=True, text=True)
+    bad = run_cli("--recipes", tp2_dp8(recipes), "capacity", "dep", cwd=repo)
     assert bad.returncode == 1 and "TP2 x DP8 (EP16)" in bad.stdout and "DOES NOT FIT" in bad.stdout
 
 

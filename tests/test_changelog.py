@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from servebench.changelog import check
+from tests.conftest import run_cli
 
 IDS = ["kimi-k3-gb200-tp", "kimi-k3-gb200-dep", "kimi-k3-gb200-dep_offload"]
 E1 = ("- config-keys:\n    - kimi-k3-gb200-*\n  description:\n    - first\n"
@@ -62,7 +63,7 @@ def test_history_only_appends():
 
 
 def run(args, cwd):
-    return subprocess.run([sys.executable, "-m", "servebench", *args], cwd=cwd, capture_output=True, text=True)
+    return run_cli(*args, cwd=cwd)
 
 
 def test_cli_against_git_base(tmp_path, repo):

@@ -6,9 +6,16 @@ import sys
 
 import yaml
 
+from tests.conftest import run_cli
+
 
 def servebench(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "servebench", *args], cwd=cwd, capture_output=True, text=True)
+    return run_cli(*args, cwd=cwd)
+
+
+def test_the_console_entry_point_runs(repo):
+    res = subprocess.run([sys.executable, "-m", "servebench", "matrix", "tp"], cwd=repo, capture_output=True, text=True)
+    assert res.returncode == 0 and "kimi-k3-gb200-tp-c8" in res.stdout, res.stderr
 
 
 def test_recipe_prints_the_merged_overlay(repo):
@@ -64,9 +71,11 @@ def test_render_shows_the_job_script_and_node_steps(repo):
     out = res.stdout
     assert "#SBATCH --nodes=4" in out and "#SBATCH --gpus-per-node=4" in out and "#SBATCH --time=12:00:00" in out
     assert "#SBATCH --partition=batch" in out and "#SBATCH --cpus-per-task=144" in out
-    # etcd, nats, frontend and one worker per node: every process is an srun step in the image, model at /model
-    assert out.count("--container-image=vllm/vllm-openai:kimi-k3") == 7
-    assert out.count("--container-mounts=/mnt/numa1/models/Kimi-K3:/model") == 7
+    # setup script + Dynamo install per node, etcd, nats, frontend and one worker per node: every process is an
+    # srun step in the image, model at /model and the recipes' configs/ at /configs
+    assert out.count("--container-image=vllm/vllm-openai:kimi-k3") == 15
+    assert out.count("--container-mounts=/mnt/numa1/models/Kimi-K3:/model,") == 15
+    assert out.count("/recipes/configs:/configs,") == 15
     assert "4 engine(s), 4 metrics URL(s), 4 registering worker(s)" in out
     for rank in range(4):
         assert f"engine {rank} on node {rank}: http://node{rank}:{18081 + rank}/metrics" in out

@@ -17,7 +17,7 @@ from servebench import baseline, report, result, results
 from servebench.matrix import Point
 from servebench.server import metrics
 from servebench.verdict import judge
-from tests.conftest import REPO, by_id, copy_suite
+from tests.conftest import REPO, by_id, copy_suite, run_cli
 
 DATA = Path(__file__).parent / "data"
 LOCAL = DATA / "results-local"
@@ -98,8 +98,7 @@ def test_invalid_result_files_are_listed_not_plotted(tmp_path, catalog):
     del bad["throughput"]
     d = results_dir(tmp_path, [bad])
     (d / "points" / "torn.json").write_text("{")
-    res = subprocess.run([sys.executable, "-m", "servebench", "report", str(d)], cwd=REPO, capture_output=True,
-                         text=True)
+    res = run_cli("report", d)
     assert res.returncode == 1                            # nothing valid to report
     assert "kimi-k3-gb200-dep-c64.json: rejected: not a servebench result (throughput: Field required)" in res.stderr
     assert "torn.json: rejected: not JSON" in res.stderr
@@ -134,8 +133,7 @@ def test_baseline_gate_fails_a_regression_beyond_the_tolerance(tmp_path, catalog
     d = tmp_path / "results"
     shutil.copytree(LOCAL, d)
     path = tmp_path / "base.json"
-    assert subprocess.run([sys.executable, "-m", "servebench", "baseline", str(d), "--out", str(path)],
-                          cwd=REPO).returncode == 0
+    assert run_cli("baseline", d, "--out", path).returncode == 0
     base = baseline.load(path)
     r = json.loads((LOCAL / "points/tiny-llama-cpu-vllm-c4.json").read_text())
     p = by_id(catalog, "tiny-llama-cpu-vllm")
@@ -170,7 +168,7 @@ def test_reuse_skips_matching_points_and_reruns_the_rest(pytester, catalog):
         r = json.loads((LOCAL / f"points/tiny-llama-cpu-vllm-c{c}.json").read_text())
         r["identity"]["recipe_fingerprint"] = vllm.fingerprint if c == 1 else "0" * 64   # c4: another recipe
         (prior / f"tiny-llama-cpu-vllm-c{c}.json").write_text(json.dumps(r))
-    res = pytester.runpytest_subprocess("benchmarks", "-m", "local and not slurm", "-k", "vllm", "-rs", "--reuse-results",
+    res = pytester.runpytest("--import-mode=importlib", "benchmarks", "-m", "local and not slurm", "-k", "vllm", "-rs", "--reuse-results",
                                         str(prior.parent), "--junitxml", "junit.xml", "--results-dir", "out")
     res.assert_outcomes(passed=1, skipped=1)
     res.stdout.fnmatch_lines(["*SKIPPED*tiny-llama-cpu-vllm: the serving venv is missing*"])

@@ -160,7 +160,8 @@ def slurm_suite(pytester, slurm):
 
 HOLD = '''
 import os, sys, time, subprocess
-def test_point(allocation, point, tmp_path):
+def test_point(sb_allocation, sb_point, tmp_path):
+    allocation = sb_allocation
     assert subprocess.run(["squeue", "-h", "-j", allocation.job_id, "-o", "%T"], capture_output=True,
                           text=True).stdout.strip() == "RUNNING"
     for r, node in enumerate(allocation.nodes):
@@ -232,7 +233,8 @@ def test_xdist_loadgroup_gives_each_profile_its_own_worker_and_allocation(slurm_
 
 KILL_ONE = '''
 import os, signal, sys, time
-def test_point(allocation, point, tmp_path):
+def test_point(sb_allocation, sb_point, tmp_path):
+    allocation = sb_allocation
     procs = [allocation.launch(r, "worker", [sys.executable, "-c",
              "import os, time; print('serving on', os.environ['SLURMD_NODENAME'], flush=True); time.sleep(600)",
              "TOKEN-" + str(r)], {}, tmp_path / f"w{r}.log") for r in range(4)]

@@ -71,3 +71,36 @@ def test_profile_topology_matches_its_plan(catalog):
         assert len(sp.engines) == prof.topology.engines, prof.id
         if sp.kind == "dynamo":
             assert sp.expected_instances == prof.topology.registering, prof.id
+
+
+def test_agg_workers_are_independent_engines_with_their_own_gpus(catalog):
+    """8 workers x TP2 on 2 nodes of 8 GPUs: 8 engines, each pinned to its GPU pair, 16 GPUs in the results.
+    Before, this launched one engine spread over both nodes and reported 2 GPUs."""
+    from servebench.profile import Profile
+    from servebench.spec.srt import SrtRecipe
+
+    tp = by_id(catalog, "kimi-k3-gb200-tp")
+    data = tp.recipe.model_dump()
+    data["resources"].update(gpus_per_node=8, agg_nodes=2, agg_workers=8, gpus_per_agg=2)
+    data["backend"]["vllm_config"]["aggregated"]["tensor-parallel-size"] = 2
+    prof = Profile(tp.file, tp.spec, SrtRecipe.model_validate(data), tp.cluster.model_copy(update={"gpus_per_node": 8}),
+                   tp.layers, tp.model)
+    assert prof.topology.workers == 8 and prof.topology.gpus == 16 and prof.topology.engines == 8
+    sp = plan(prof, dry_placement(prof))
+    workers = [p for p in sp.processes if p.role == "worker"]
+    assert [w.rank for w in workers] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert [w.argv[w.argv.index("env") + 1] for w in workers] == \
+        [f"CUDA_VISIBLE_DEVICES={2 * s},{2 * s + 1}" for s in range(4)] * 2
+    assert len({w.env["DYN_SYSTEM_PORT"] for w in workers}) == 8 and sp.expected_instances == 8
+    assert not any("--headless" in w.argv or "--nnodes" in w.argv for w in workers)
+    from tests.test_results import typed
+    r = typed(prof)                                      # the H200 recording, judged as this deployment
+    assert r.identity.gpus == r.throughput.gpus == 16
+    assert r.throughput.output_tps_per_gpu == pytest.approx(r.throughput.output_tps / 16)
+
+
+def test_workers_larger_than_a_node_span_nodes_of_their_own():
+    t = topology(tp=8, dp=1, pp=1, nodes=4, gpus_per_node=4, workers=2)
+    assert [(r.rank, r.worker, r.mode, r.head) for r in t.roles] == [
+        (0, 0, "leader", 0), (1, 0, "headless", 0), (2, 1, "leader", 2), (3, 1, "headless", 2)]
+    assert (t.engines, t.registering, t.gpus) == (2, 2, 16)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import threading
 import time
 from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+log = logging.getLogger(__name__)
+# Release order: what serves first (frontend, workers), then what they register with (etcd, NATS).
+STOP_TIERS = (("frontend", "worker", "headless", "setup", "preflight"), ("infra",))
 
 
 class ClusterError(RuntimeError):
@@ -36,6 +42,7 @@ class AllocationRequest:
     container_image: str | None = None                          # pyxis: run each process in this image
     container_mounts: dict[str, str] = field(default_factory=dict)
     workdir: Path = Path(".")      # where the job script and logs go
+    stop_grace_s: float = 60.0     # at release: TERM, then KILL after this many seconds
 
 
 @dataclass
@@ -46,6 +53,8 @@ class NodeProcess:
     argv: list[str]
     log: Path
     popen: subprocess.Popen
+    role: str = "worker"          # infra | frontend | worker | headless | setup | preflight
+    oneshot: bool = False         # runs to completion (setup, preflight): its exit is not a death
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -85,8 +94,11 @@ class Allocation(ABC):
         self.started_at = time.time()
         _LIVE.add(self)
 
-    def launch(self, rank: int, name: str, argv: list[str], env: dict[str, str | None], log: Path) -> NodeProcess:
-        """Start ``argv`` on node ``rank`` with ``env`` added to the environment (None unsets), output to ``log``."""
+    def launch(self, rank: int, name: str, argv: list[str], env: dict[str, str | None], log: Path,
+               role: str = "worker", oneshot: bool = False, image: str | None = None) -> NodeProcess:
+        """Start ``argv`` on node ``rank`` with ``env`` added to the environment (None unsets), output to ``log``.
+        ``role`` decides the stop tier; a ``oneshot`` process (setup, preflight) is expected to exit; ``image``
+        replaces the allocation's container image for this process (pyxis)."""
         if self.released:
             raise ClusterError(f"allocation {self.job_id or self.request.name} was released")
         node = self.nodes[rank]
@@ -95,30 +107,45 @@ class Allocation(ABC):
             full = {**os.environ, **{k: v for k, v in env.items() if v is not None}}
             for key in [k for k, v in env.items() if v is None]:
                 full.pop(key, None)     # the recipe or cluster asked for it to be unset
-            popen = subprocess.Popen(self._command(node, list(argv), env), env=full,
+            popen = subprocess.Popen(self._command(node, list(argv), env, name, image), env=full,
                                      stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
-        proc = NodeProcess(rank, node, name, list(argv), log, popen)
+        proc = NodeProcess(rank, node, name, list(argv), log, popen, role, oneshot)
         self.processes.append(proc)
         return proc
 
     def check(self) -> None:
         """Raise ProcessDied for the first launched process that is no longer running."""
         for proc in self.processes:
-            if not proc.alive():
+            if not proc.oneshot and not proc.alive():
                 raise ProcessDied(proc)
 
     def release(self) -> None:
-        """Stop every process (by process group), then give the nodes back. Safe to call twice."""
+        """Stop every process by tier (frontend and workers in parallel, then etcd/NATS), then give the nodes
+        back. Safe to call twice."""
         if self.released:
             return
         self.released = True
         try:
-            for proc in self.processes:
-                stop_process_group(proc.popen)
+            for tier in STOP_TIERS:
+                self.stop_all([p for p in self.processes if p.role in tier])
+            self.stop_all([p for p in self.processes if not any(p.role in t for t in STOP_TIERS)])
             self._give_back()
         finally:
             _LIVE.discard(self)
+
+    def stop_all(self, procs: list[NodeProcess]) -> None:
+        """Stop these processes in parallel: TERM, then KILL after the request's grace."""
+        running = [p for p in procs if p.alive()]
+        if not running:
+            return
+        log.info("stopping %s", ", ".join(f"{p.name}@{p.node}" for p in running))
+        with ThreadPoolExecutor(max_workers=len(running)) as pool:
+            list(pool.map(self.stop, running))
+
+    def stop(self, proc: NodeProcess) -> None:
+        """Stop one process: its process group here (subclasses signal the remote step first)."""
+        stop_process_group(proc.popen, grace=self.request.stop_grace_s)
 
     def addresses(self) -> list[str]:
         """How the other nodes (and the load generator) reach each node, in rank order."""
@@ -130,7 +157,8 @@ class Allocation(ABC):
                                "log": str(p.log)} for p in self.processes]}
 
     @abstractmethod
-    def _command(self, node: str, argv: list[str], env: dict[str, str]) -> list[str]: ...
+    def _command(self, node: str, argv: list[str], env: dict[str, str], name: str,
+                 image: str | None = None) -> list[str]: ...
 
     @abstractmethod
     def _give_back(self) -> None: ...

@@ -8,7 +8,7 @@ from .base import Allocation, AllocationRequest, Backend
 class LocalAllocation(Allocation):
     backend = "local"
 
-    def _command(self, node, argv, env):
+    def _command(self, node, argv, env, name, image=None):
         return argv
 
     def _give_back(self) -> None:

@@ -50,11 +50,18 @@ def sbatch_script(req: AllocationRequest) -> str:
     return "\n".join(lines)
 
 
-def srun_prefix(job_id: str, node: str, req: AllocationRequest) -> list[str]:
+def step_name(req: AllocationRequest, process: str) -> str:
+    """The step's name in squeue/sacct: the job's name and the process, so release can signal it by step id."""
+    return f"{req.name}.{process}"
+
+
+def srun_prefix(job_id: str, node: str, req: AllocationRequest, process: str = "step",
+                image: str | None = None) -> list[str]:
     argv = ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
-            "--export=ALL", f"--job-name={req.name}"]
-    if req.container_image:
-        argv.append(f"--container-image={req.container_image}")
+            "--export=ALL", f"--job-name={step_name(req, process)}"]
+    image = image or req.container_image
+    if image:
+        argv.append(f"--container-image={image}")
         if req.container_mounts:
             argv.append("--container-mounts=" + ",".join(f"{s}:{d}" for s, d in req.container_mounts.items()))
     argv += [f"--{k}={v}" if v != "" else f"--{k}" for k, v in req.srun_options.items()]
@@ -64,8 +71,31 @@ def srun_prefix(job_id: str, node: str, req: AllocationRequest) -> list[str]:
 class SlurmAllocation(Allocation):
     backend = "slurm"
 
-    def _command(self, node: str, argv: list[str], env: dict[str, str]) -> list[str]:
-        return [*srun_prefix(self.job_id, node, self.request), "--", *argv]
+    def _command(self, node: str, argv: list[str], env: dict[str, str], name: str,
+                 image: str | None = None) -> list[str]:
+        return [*srun_prefix(self.job_id, node, self.request, name, image), "--", *argv]
+
+    def steps(self) -> dict[str, str]:
+        """step name -> step id (JOB.STEP) of this job's running steps."""
+        out = _run(["squeue", "-h", "-s", "-j", self.job_id, "-o", "%i|%j"]).stdout
+        return {name: sid for sid, _, name in (line.partition("|") for line in out.splitlines()) if sid}
+
+    def stop(self, proc) -> None:
+        """Signal the step itself (TERM to every task on the node, as Slurm wants; the engine shuts down and
+        deregisters), wait for the srun client to see it end, then KILL after the grace; the local srun's
+        process group last. Killing only the local srun would SIGKILL the remote engine."""
+        step = self.steps().get(step_name(self.request, proc.name))
+        if step is None:                     # not (or no longer) a running step
+            return super().stop(proc)
+        grace = self.request.stop_grace_s
+        for signal_name, wait in (("TERM", grace), ("KILL", 10.0)):
+            _run(["scancel", f"--signal={signal_name}", "--full", step])
+            try:
+                proc.popen.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                log.warning("step %s (%s) still running %.0f s after %s", step, proc.name, wait, signal_name)
+        super().stop(proc)
 
     def addresses(self) -> list[str]:
         """Each node's NodeAddr as Slurm knows it (the node name when Slurm has none)."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cluster.base import stop_process_group
+from ..poll import Done, PollTimeout, poll
 from ..matrix import Point
 from ..profile import Profile
 from ..server.plan import ServerPlan
@@ -103,16 +104,22 @@ def run(inv: Invocation, timeout: float, on_tick=None, tick_s: float = 15.0) -> 
     with open(inv.log, "ab") as out:
         proc = subprocess.Popen(inv.argv, env={**os.environ, **inv.env}, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        next_tick = [tick_s]
+
+        def probe():
+            code = proc.poll()
+            if code is not None:
+                return Done(code)
+            elapsed = time.monotonic() - start
+            if on_tick is not None and elapsed >= next_tick[0]:
+                next_tick[0] += tick_s
+                on_tick(elapsed)
+            return "running"
         try:
-            while True:
-                left = timeout - (time.monotonic() - start)
-                if left <= 0:
-                    raise subprocess.TimeoutExpired(inv.argv, timeout)
-                try:
-                    return proc.wait(timeout=min(tick_s, left))
-                except subprocess.TimeoutExpired:
-                    if on_tick is not None:
-                        on_tick(time.monotonic() - start)
+            return poll(probe, timeout=timeout, interval=min(1.0, tick_s), what="AIPerf")
+        except PollTimeout:
+            stop_process_group(proc)
+            raise subprocess.TimeoutExpired(inv.argv, timeout) from None
         except BaseException:
             stop_process_group(proc)
             raise

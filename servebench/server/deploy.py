@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import Callable
+
 import httpx
 
 from ..cluster import Allocation
@@ -22,7 +24,7 @@ from ..cluster.base import NodeProcess
 from ..profile import Profile
 from ..poll import Done, PollTimeout, poll
 from . import metrics, readiness
-from .plan import ServerPlan
+from .plan import SETUP_SKIPPED, ServerPlan
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,7 @@ class Deployment:
     versions: dict[str, str] = field(default_factory=dict)
     ready_seconds: float = 0.0
     tokenizer_dir: Path | None = None    # the model's tokenizer as the load generator's host sees it
+    notes: list[str] = field(default_factory=list)   # setup steps not run, and why
 
     def check(self) -> None:
         """Raise ProcessDied (with the node's log tail) if any server process has exited."""
@@ -78,18 +81,67 @@ class Deployment:
 
 
 def start(profile: Profile, plan: ServerPlan, allocation: Allocation, log_dir: Path,
-          tokenizer_dir: Path | None = None) -> Deployment:
-    """Launch every process of ``plan`` (infra, frontend, then workers) and wait until it serves."""
-    dep = Deployment(profile, plan, allocation, log_dir, tokenizer_dir=tokenizer_dir)
+          tokenizer_dir: Path | None = None, before_servers: Callable[[Deployment], None] | None = None) -> Deployment:
+    """Launch ``plan`` tier by tier and wait until it serves: the setup steps on every node (to completion),
+    etcd/NATS, ``before_servers(dep)`` (preflight; it raises to stop here), then the frontend and the workers."""
+    dep = prepare(profile, plan, allocation, log_dir, tokenizer_dir)
+    if before_servers is not None:
+        before_servers(dep)
     for spec in plan.processes:
-        dep.processes[spec.name] = allocation.launch(spec.rank, spec.name, list(spec.argv), dict(spec.env),
-                                                     log_dir / f"{spec.name}.log")
+        if spec.role not in ("setup", "infra"):
+            _launch(dep, spec)
     t0 = time.monotonic()
     wait_ready(dep, profile.recipe.health_check.timeout_seconds, profile.recipe.health_check.interval_seconds)
     dep.ready_seconds = time.monotonic() - t0
     dep.versions = reported_versions(dep)
     check_identity(profile, dep.versions)
     return dep
+
+
+def prepare(profile: Profile, plan: ServerPlan, allocation: Allocation, log_dir: Path,
+            tokenizer_dir: Path | None = None) -> Deployment:
+    """The setup steps (each kind on every node in parallel, in plan order) and etcd/NATS."""
+    dep = Deployment(profile, plan, allocation, log_dir, tokenizer_dir=tokenizer_dir)
+    setup = [p for p in plan.processes if p.role == "setup"]
+    for kind in dict.fromkeys(p.name.rstrip("0123456789") for p in setup):
+        run_steps(dep, [p for p in setup if p.name.rstrip("0123456789") == kind])
+    for spec in plan.processes:
+        if spec.role == "infra":
+            _launch(dep, spec)
+    return dep
+
+
+def _launch(dep: Deployment, spec) -> NodeProcess:
+    proc = dep.allocation.launch(spec.rank, spec.name, list(spec.argv), dict(spec.env),
+                                 dep.log_dir / f"{spec.name}.log", role=spec.role, oneshot=spec.oneshot,
+                                 image=spec.image)
+    dep.processes[spec.name] = proc
+    return proc
+
+
+def run_steps(dep: Deployment, specs: list, timeout: float | None = None) -> None:
+    """Run one-shot steps in parallel and wait; a failing one stops the deployment naming the step, its node
+    and its log tail (exit 97: the setup script did not run on that node, said why: a note, not a failure)."""
+    procs = [_launch(dep, spec) for spec in specs]
+    limit = timeout or dep.profile.recipe.health_check.timeout_seconds
+    try:
+        poll(lambda: Done(True) if all(not p.alive() for p in procs) else "running", timeout=limit,
+             interval=0.5, backoff=1.5, max_interval=10, what=f"{dep.profile.id} setup steps")
+    except PollTimeout:
+        dep.allocation.stop_all(procs)
+        raise ServerError(f"{dep.profile.id}: setup steps still running after {limit:.0f} s: "
+                          + ", ".join(p.name for p in procs if p.alive())) from None
+    failed = []
+    for proc in procs:
+        code = proc.popen.returncode
+        if code == SETUP_SKIPPED:
+            said = [ln for ln in proc.tail(20).splitlines() if ln.startswith("servebench:")]
+            dep.notes.append(f"{proc.name.rstrip('0123456789')}: {(said or [proc.tail(1)])[-1]}")
+        elif code != 0:
+            failed.append(f"{proc.name} on node {proc.node} exited with {code} ({' '.join(proc.argv[-3:])}); "
+                          f"last lines of {proc.log}:\n{proc.tail(15)}")
+    if failed:
+        raise ServerError(f"{dep.profile.id}: a setup step failed before any server started:\n" + "\n".join(failed))
 
 
 def _json(client: httpx.Client, url: str) -> tuple[int, object]:

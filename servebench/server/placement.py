@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass, field
 
-from ..cluster.request import model_argument
+from ..cluster.request import CONTAINER_CONFIGS, model_argument
 from ..profile import Profile
 
 
@@ -54,6 +54,12 @@ class Placement:
     node_environment: tuple[dict[str, str], ...] = ()                  # per node rank, workers only
     discovery: str = "etcd"
     interfaces: tuple[str | None, str | None] = (None, None)           # NCCL, Gloo (None = detect)
+    job_id: str = "JOB"                                                # {job_id} in templates
+    configs: str = "configs"     # srt-slurm's configs folder (setup scripts) as the nodes see it
+    dynamo_install: bool = True  # run the recipe's dynamo.install (false: the environment carries Dynamo)
+    etcd: tuple[str, ...] = ("etcd",)
+    nats_server: tuple[str, ...] = ("nats-server",)
+    infra_image: str | None = None
 
     @property
     def head(self) -> str:
@@ -61,9 +67,13 @@ class Placement:
 
 
 def placement_for(profile: Profile, nodes: list[str], addresses: list[str], workdir: str, *,
-                  root: str = ".", model_dir: str | None = None, ports: Ports = Ports()) -> Placement:
-    """A placement from the cluster description; relative interpreter paths are taken from ``root`` (the repo)."""
+                  root: str = ".", model_dir: str | None = None, ports: Ports = Ports(), job_id: str = "JOB",
+                  configs: str | None = None) -> Placement:
+    """A placement from the cluster description; relative interpreter paths are taken from ``root`` (the repo).
+    ``configs``: the recipes' configs/ folder (setup scripts); with pyxis it is mounted at /configs."""
     rt = profile.cluster.runtime
+    if profile.cluster.slurm.pyxis and profile.recipe.model.container:
+        configs = CONTAINER_CONFIGS
 
     def local_path(arg: str) -> str:
         return f"{root.rstrip('/')}/{arg}" if arg.startswith(".") and "/" in arg else arg
@@ -74,7 +84,10 @@ def placement_for(profile: Profile, nodes: list[str], addresses: list[str], work
         workdir=workdir, python=local_path(rt.python), vllm_serve=tuple(local_path(a) for a in rt.vllm_serve),
         ports=ports, environment=dict(rt.environment), discovery=rt.discovery,
         node_environment=tuple(dict(e) for e in rt.node_environment),
-        interfaces=(net.nccl_socket_ifname, net.gloo_socket_ifname))
+        interfaces=(net.nccl_socket_ifname, net.gloo_socket_ifname), job_id=job_id,
+        configs=configs or "configs", dynamo_install=rt.dynamo_install,
+        etcd=tuple(local_path(a) for a in rt.infra.etcd),
+        nats_server=tuple(local_path(a) for a in rt.infra.nats_server), infra_image=rt.infra.image)
 
 
 def dry_placement(profile: Profile) -> Placement:

@@ -7,6 +7,12 @@ ranks, one process per DP rank); this module renders them for the recipe's front
   one ``dynamo.vllm`` worker per node, plus etcd + NATS there when the cluster's discovery is ``etcd``;
 * ``frontend.type: vllm`` - ``vllm serve`` per node, whose rank-0 process is the API server.
 
+Before any of them, on every node, the launch steps srt-slurm runs as a worker's preamble, here as their own
+steps that must finish first: the recipe's ``setup_script`` (from the configs/ folder beside the recipes) and
+``dynamo.install`` (the pinned Dynamo into the worker's environment). Environment values and flags listed in
+``profile.templates`` get ``{job_id}``, ``{node}``, ``{node_rank}``, ``{head_node}`` and ``{result_dir}`` filled per
+node here, so no placeholder reaches a process.
+
 Nothing here starts a process: the plan is data, rendered by ``servebench render`` and launched by
 :mod:`servebench.server.deploy`. The same code plans GB200 and local deployments; only the
 :class:`~servebench.server.placement.Placement` differs.
@@ -18,7 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..flags import canonical
+from ..flags import SUITE_PLACEHOLDERS, canonical
 from ..profile import Profile
 from ..topology import LAUNCHER_FLAGS, NodeRole
 from .placement import DETECT_INTERFACES, Placement
@@ -27,10 +33,22 @@ from .placement import DETECT_INTERFACES, Placement
 @dataclass(frozen=True)
 class ProcSpec:
     rank: int                    # node rank the process runs on
-    name: str                    # frontend | worker<r> | etcd | nats
-    role: str                    # infra | frontend | worker | headless
+    name: str                    # setup<r> | dynamo-install<r> | etcd | nats | frontend | worker<r>
+    role: str                    # setup | infra | frontend | worker | headless
     argv: tuple[str, ...]
     env: dict[str, str | None]
+    image: str | None = None     # pyxis: run in this image instead of the allocation's (etcd/NATS images)
+
+    @property
+    def oneshot(self) -> bool:
+        return self.role == "setup"
+
+
+# Runs the setup script only where the model directory exists (it reads the model); exit 97 = not run, said why.
+# A fixed script: the model path and the command follow as arguments, so nothing is spliced into shell text.
+SETUP_GUARD = ("sh", "-c", 'test -e "$1" || { echo "servebench: $1 does not exist on this node: setup script '
+               'not run" >&2; exit 97; }; shift; exec "$@"', "servebench-setup")
+SETUP_SKIPPED = 97
 
 
 @dataclass(frozen=True)
@@ -82,19 +100,21 @@ def cli_args(flags: dict[str, Any]) -> list[str]:
 
 
 def topology_args(role: NodeRole, profile: Profile, where: Placement) -> list[str]:
-    """The per-node flags of one role (the launcher owns these: topology.LAUNCHER_FLAGS)."""
-    f, topo, head = profile.flags, profile.topology, where.head
-    dp_rpc = str(f.value("data-parallel-rpc-port") or where.ports.dp_rpc)
+    """The per-node flags of one role (the launcher owns these: topology.LAUNCHER_FLAGS). Workers of an
+    agg_workers > 1 deployment each have their own head node and ports."""
+    f, topo, head = profile.flags, profile.topology, where.addresses[role.head]
+    dp_rpc = str(int(f.value("data-parallel-rpc-port") or where.ports.dp_rpc) + role.worker)
     if role.mode == "dp_rank":
-        return ["--data-parallel-rank", str(role.rank), "--data-parallel-address", head,
+        return ["--data-parallel-rank", str(role.rank - role.head), "--data-parallel-address", head,
                 "--data-parallel-rpc-port", dp_rpc]
     if role.mode == "dp_hybrid":
         return ["--data-parallel-size-local", str(len(role.dp_ranks)), "--data-parallel-start-rank",
                 str(role.dp_start), "--data-parallel-address", head, "--data-parallel-rpc-port", dp_rpc,
                 "--data-parallel-hybrid-lb"]
     if role.mode in ("leader", "headless"):
-        argv = ["--master-addr", head, "--master-port", str(f.value("master-port") or where.ports.master),
-                "--nnodes", str(topo.nodes), "--node-rank", str(role.rank)]
+        master = int(f.value("master-port") or where.ports.master) + role.worker
+        argv = ["--master-addr", head, "--master-port", str(master), "--nnodes", str(role.worker_nodes),
+                "--node-rank", str(role.rank - role.head)]
         if topo.dp > 1 or f.dp_given:
             argv += ["--data-parallel-address", head, "--data-parallel-rpc-port", dp_rpc]
         return argv + (["--headless"] if role.mode == "headless" else [])
@@ -114,23 +134,22 @@ def plan(profile: Profile, where: Placement) -> ServerPlan:
     base_env = {**common_env, **r.backend.aggregated_environment, **_network_env(where)}
 
     engine_flags = {k: v for k, v in profile.flags.raw.items() if canonical(k) not in LAUNCHER_FLAGS}
+    procs: list[ProcSpec] = []            # servers; setup steps and infra go before them
     if r.backend.connector and r.backend.connector.lower() not in ("null", "none"):
         engine_flags = {**engine_flags, "kv-transfer-config": _connector_json(r.backend.connector)}
-    procs: list[ProcSpec] = []
     engines: list[Engine] = []
     health: list[str] = []
     head = where.head
-    for role in topo.roles:
+    for index, role in enumerate(topo.roles):
         rank, headless = role.rank, role.mode == "headless"
-        env = dict(base_env)
-        if rank < len(where.node_environment):
-            env.update(where.node_environment[rank])
+        env = node_env(profile, where, base_env, rank)
+        flags = fill_flags(profile, where, rank, engine_flags)
         if kind == "dynamo":
-            sysport = where.ports.system + rank
+            sysport = where.ports.system + index
             argv = [where.python, "-m", "dynamo.vllm", "--model", where.model, "--served-model-name", name]
             if not headless:
                 env["DYN_SYSTEM_PORT"] = str(sysport)
-                kv = _kv_events(profile, where, rank)
+                kv = _kv_events(profile, where, index)
                 if kv:
                     argv += ["--kv-events-config", kv]
                 health.append(f"http://{where.addresses[rank]}:{sysport}/health")
@@ -141,14 +160,16 @@ def plan(profile: Profile, where: Placement) -> ServerPlan:
                 argv += ["--host", "0.0.0.0" if topo.nodes > 1 else head, "--port", str(where.ports.frontend)]
                 health.append(f"http://{head}:{where.ports.frontend}/health")
             metrics = f"http://{head}:{where.ports.frontend}/metrics"
-        argv += topology_args(role, profile, where) + cli_args(engine_flags)
+        argv += topology_args(role, profile, where) + cli_args(flags)
+        if role.devices is not None:          # a worker on a slice of the node's GPUs (agg_workers > 1)
+            argv = ["env", "CUDA_VISIBLE_DEVICES=" + ",".join(map(str, role.devices)), *argv]
         if topo.nodes > 1 and None in where.interfaces:
             argv = [*DETECT_INTERFACES, *argv]
-        procs.append(ProcSpec(rank, f"worker{rank}", "headless" if headless else "worker", tuple(argv), env))
+        procs.append(ProcSpec(rank, f"worker{index}", "headless" if headless else "worker", tuple(argv), env))
         engines += [Engine(d, rank, metrics, str(d)) for d in role.dp_ranks]
 
     if kind == "dynamo":
-        front_env = {**common_env, **(r.frontend.env or {})}
+        front_env = fill_env(profile, where, 0, {**common_env, **(r.frontend.env or {})}, ("environment", "frontend.env"))
         argv = [where.python, "-m", "dynamo.frontend", "--http-host", "0.0.0.0" if topo.nodes > 1 else head,
                 "--http-port", str(where.ports.frontend), *_frontend_args(r.frontend.args or {})]
         procs.insert(0, ProcSpec(0, "frontend", "frontend", tuple(argv), front_env))
@@ -157,8 +178,67 @@ def plan(profile: Profile, where: Placement) -> ServerPlan:
         expected = topo.registering
     else:
         expected = 1
+    procs[:0] = setup_steps(profile, where, base_env)
     return ServerPlan(kind, name, f"http://{head}:{where.ports.frontend}", tuple(procs), tuple(engines),
                       tuple(health), expected)
+
+
+def setup_steps(profile: Profile, where: Placement, base_env: dict) -> list[ProcSpec]:
+    """Per node, before any server: the recipe's setup script, then the pinned Dynamo install."""
+    r, steps = profile.recipe, []
+    for rank in range(profile.topology.nodes):
+        env = node_env(profile, where, base_env, rank)
+        if r.setup_script:
+            script = f"{where.configs.rstrip('/')}/{r.setup_script}"
+            steps.append(ProcSpec(rank, f"setup{rank}", "setup",
+                                  (*SETUP_GUARD, where.model, "bash", script), {**env, "SERVEBENCH_MODEL": where.model}))
+        if r.frontend.type != "vllm" and r.dynamo.install and where.dynamo_install:
+            steps.append(ProcSpec(rank, f"dynamo-install{rank}", "setup",
+                                  (where.python, "-m", "pip", "install", "--no-input", *dynamo_requirements(profile)),
+                                  env))
+    return steps
+
+
+def dynamo_requirements(profile: Profile) -> list[str]:
+    """What pip installs for the recipe's dynamo section (srt-slurm's sources: version, hash, wheel, top of tree)."""
+    d = profile.recipe.dynamo
+    if d.wheel:
+        return [d.wheel]
+    if d.hash or d.top_of_tree:
+        return [f"ai-dynamo @ git+https://github.com/ai-dynamo/dynamo.git@{d.hash or 'main'}"]
+    return [f"ai-dynamo=={d.version}", f"ai-dynamo-runtime=={d.version}"]
+
+
+def _values(where: Placement, rank: int) -> dict[str, str]:
+    return {"job_id": where.job_id, "node": where.nodes[rank], "node_rank": str(rank), "head_node": where.nodes[0],
+            "result_dir": where.workdir}
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    for name in SUITE_PLACEHOLDERS:       # plain replacement: no format(), so other braces stay literal
+        text = text.replace("{" + name + "}", values[name])
+    return text
+
+
+def fill_env(profile: Profile, where: Placement, rank: int, env: dict, blocks: tuple[str, ...]) -> dict:
+    """``env`` with the values of keys listed in profile.templates (e.g. environment.LOG_DIR) filled for ``rank``."""
+    wanted = {t.rpartition(".")[2] for t in profile.spec.templates if t.rpartition(".")[0] in blocks}
+    values = _values(where, rank)
+    return {k: _fill(v, values) if k in wanted and isinstance(v, str) else v for k, v in env.items()}
+
+
+def fill_flags(profile: Profile, where: Placement, rank: int, flags: dict) -> dict:
+    prefix = "backend.vllm_config.aggregated."
+    wanted = {canonical(t[len(prefix):]) for t in profile.spec.templates if t.startswith(prefix)}
+    values = _values(where, rank)
+    return {k: _fill(v, values) if canonical(k) in wanted and isinstance(v, str) else v for k, v in flags.items()}
+
+
+def node_env(profile: Profile, where: Placement, base_env: dict, rank: int) -> dict:
+    env = dict(base_env)
+    if rank < len(where.node_environment):
+        env.update(where.node_environment[rank])
+    return fill_env(profile, where, rank, env, ("environment", "backend.aggregated_environment"))
 
 
 def _frontend_args(args: dict[str, Any]) -> list[str]:
@@ -218,10 +298,11 @@ def _network_env(where: Placement) -> dict[str, str]:
 
 def _infra(where: Placement) -> list[ProcSpec]:
     head, p = where.head, where.ports
-    etcd = ["etcd", "--name", "servebench", "--data-dir", f"{where.workdir}/etcd",
+    etcd = [*where.etcd, "--name", "servebench", "--data-dir", f"{where.workdir}/etcd",
             "--listen-client-urls", f"http://0.0.0.0:{p.etcd}", "--advertise-client-urls", f"http://{head}:{p.etcd}",
             "--listen-peer-urls", f"http://0.0.0.0:{p.etcd + 1}",
             "--initial-advertise-peer-urls", f"http://{head}:{p.etcd + 1}",
             "--initial-cluster", f"servebench=http://{head}:{p.etcd + 1}"]
-    nats = ["nats-server", "-js", "-p", str(p.nats), "-sd", f"{where.workdir}/nats"]
-    return [ProcSpec(0, "etcd", "infra", tuple(etcd), {}), ProcSpec(0, "nats", "infra", tuple(nats), {})]
+    nats = [*where.nats_server, "-js", "-p", str(p.nats), "-sd", f"{where.workdir}/nats"]
+    return [ProcSpec(0, "etcd", "infra", tuple(etcd), {}, where.infra_image),
+            ProcSpec(0, "nats", "infra", tuple(nats), {}, where.infra_image)]

@@ -101,6 +101,8 @@ class ProfileSection(_Strict):
     labels: Labels = Labels()
     gates: Gates = Gates()
     load: LoadSection = LoadSection()
+    stop_grace_s: StrictInt = Field(60, ge=0, le=3600, description="at release, how long a process may take to "
+                                    "stop after TERM before KILL (engines deregister before etcd goes)")
     templates: list[str] = Field(
         default_factory=list,
         description="env keys (e.g. environment.LOG_DIR) whose {placeholders} servebench fills at launch")
@@ -111,6 +113,8 @@ class SlurmAccess(_Strict):
     account: str | None = None
     pyxis: StrictBool = False
     gres: str = "gpu"
+    drop: list[str] = Field(default_factory=list, description="recipe sbatch_directives / srun_options this "
+                            "cluster cannot honour (a stand-in's small nodes, no pyxis); dropped and reported")
 
 
 class Network(_Strict):
@@ -118,6 +122,14 @@ class Network(_Strict):
 
     nccl_socket_ifname: str | None = None
     gloo_socket_ifname: str | None = None
+
+
+class Infra(_Strict):
+    """Where etcd and NATS come from when the cluster's discovery is etcd (the model image may not carry them)."""
+
+    image: str | None = Field(None, description="pyxis: run etcd/NATS in this image instead of the recipe's")
+    etcd: list[str] = Field(["etcd"], description="argv prefix of etcd on the head node")
+    nats_server: list[str] = Field(["nats-server"], description="argv prefix of nats-server on the head node")
 
 
 class Runtime(_Strict):
@@ -136,6 +148,10 @@ class Runtime(_Strict):
     container_model_dir: str = "/model"
     flag_table: str = Field("dynamo-1.6.1_vllm-0.31.0",
                             description="servebench/data/flags/<name>.json: flags each entrypoint accepts")
+    dynamo_install: StrictBool = Field(
+        True, description="run the recipe's dynamo.install on every node; false where the environment stands in "
+                          "for the image and carries its own Dynamo (preflight then reports the version it finds)")
+    infra: Infra = Infra()
 
 
 class ClusterSpec(_Strict):

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Setup script (srt-slurm's setup_script, run by servebench on every node before the workers, in the worker's
+# environment): builds the Kimi-K3 DSpark draft-model view that speculative-config names (/tmp/Kimi-K3-DSpark).
+# The DSpark checkpoint calls its parallel-drafting token `mask_token_id`; vLLM's parallel drafter reads
+# `pard_token`. The view links every file of the staged checkpoint and writes its own config.json with
+# pard_token = mask_token_id, leaving the staged copy untouched.
+#   DSPARK_SRC   the staged checkpoint (default: Kimi-K3-DSpark beside the model directory)
+#   DSPARK_VIEW  where the view goes (default: /tmp/Kimi-K3-DSpark)
+set -euo pipefail
+model=${SERVEBENCH_MODEL:?servebench sets SERVEBENCH_MODEL to the model directory}
+src=${DSPARK_SRC:-$(dirname "$model")/Kimi-K3-DSpark}
+view=${DSPARK_VIEW:-/tmp/Kimi-K3-DSpark}
+if [ ! -f "$src/config.json" ]; then
+  echo "kimik3-dspark-config-compat: no DSpark checkpoint at $src (set DSPARK_SRC or stage it beside the model)" >&2
+  exit 2
+fi
+rm -rf "$view.tmp"
+mkdir -p "$view.tmp"
+for f in "$src"/*; do
+  [ "$(basename "$f")" = config.json ] || ln -s "$f" "$view.tmp/"
+done
+python3 - "$src/config.json" "$view.tmp/config.json" <<'PY'
+import json, sys
+cfg = json.load(open(sys.argv[1]))
+if "mask_token_id" not in cfg:
+    sys.exit(f"{sys.argv[1]}: no mask_token_id to map to pard_token")
+cfg.setdefault("pard_token", cfg["mask_token_id"])
+json.dump(cfg, open(sys.argv[2], "w"), indent=1)
+PY
+rm -rf "$view"
+mv "$view.tmp" "$view"
+echo "kimik3-dspark-config-compat: $view -> $src (pard_token $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pard_token"])' "$view/config.json"))"

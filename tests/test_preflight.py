@@ -1,0 +1,72 @@
+"""Preflight of the four Kimi K3 GB200 profiles, for real: sbatch + srun steps on scripts/slurm-local's virtual
+nodes shaped like gb200-nv (recipes/clusters/gb200-local.yaml), setup steps, etcd + NATS, the node checks in the
+serving venv that stands in for the image. It must find what cannot exist off-cluster and nothing else."""
+
+import re
+
+import pytest
+
+from servebench.catalog import Catalog
+from servebench.preflight import allocate_and_check, retarget
+from tests.conftest import REPO, by_id, edit, run_cli
+from tests.test_slurm import processes_with, slurm, squeue  # noqa: F401 (slurm: the controller fixture)
+
+pytestmark = pytest.mark.slurm
+SERVE_PY = REPO / ".venvs/serve/bin/python"
+
+
+@pytest.fixture
+def serve_venv():
+    if not SERVE_PY.exists():
+        pytest.skip(f"{SERVE_PY} missing: run scripts/install-servers")
+
+
+def blocks(stdout: str) -> dict[str, list[str]]:
+    out, current = {}, None
+    for line in stdout.splitlines():
+        if line.startswith("kimi-k3-gb200-"):
+            current = line.split(":")[0]
+            out[current] = [line]
+        elif current:
+            out[current].append(line)
+    return out
+
+
+def kinds(lines: list[str]) -> set[str]:
+    return {m.group(1) for ln in lines if not ln.startswith("  note:")
+            if (m := re.match(r"  .*?: (\w+): ", ln))}
+
+
+def test_the_four_gb200_profiles_find_only_what_cannot_exist_off_cluster(slurm, serve_venv, tmp_path):
+    res = run_cli("preflight", "tp", "tep", "dep", "dep_offload", "--on", "gb200-local", "--results-dir", tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    found = blocks(res.stdout)
+    assert sorted(found) == [f"kimi-k3-gb200-{n}" for n in ("dep", "dep_offload", "tep", "tp")], res.stdout
+    for profile, lines in found.items():
+        assert kinds(lines[1:]) == {"model", "image"}, "\n".join(lines)
+        text = "\n".join(lines)
+        assert "n1 (rank 0), n2 (rank 1), n3 (rank 2), n4 (rank 3): model: model directory (--model): " \
+               "/mnt/numa1/models/Kimi-K3 does not exist on this node" in text
+        assert "the recipe runs in vllm/vllm-openai:kimi-k3" in text and "dynamo 1.6.1 here, the recipe pins 1.3.0" in text
+        assert "setup script not run" in text          # the DSpark view needs the model
+    # nothing left: no job, no etcd/NATS/preflight/setup process (their data and logs are under tmp_path)
+    assert squeue("servebench-preflight-") == []
+    assert processes_with(str(tmp_path)) == []
+    for profile in found:
+        logs = tmp_path / profile / "logs"
+        assert {p.name for p in logs.iterdir()} >= {"etcd.log", "nats.log", "preflight0.log", "setup0.log"}
+
+
+def test_preflight_catches_a_bare_scheduler_class_on_the_nodes(slurm, serve_venv, recipes, tmp_path):
+    """The seed's `scheduler-cls: AsyncScheduler` parses, then kills the engine: preflight imports it in the
+    node's environment (past the offline rule, which catches it too)."""
+    edit(recipes / "kimi-k3/gb200/base.yaml", "scheduler-cls: vllm.v1.core.sched.async_scheduler.AsyncScheduler",
+         "scheduler-cls: AsyncScheduler")
+    cat = Catalog.load(recipes, skip_rules={"object-flags"})
+    prof = retarget(by_id(cat, "kimi-k3-gb200-tp"), cat.clusters["gb200-local"])
+    report = allocate_and_check(prof, tmp_path, REPO)
+    objects = [f for f in report.findings if f.kind == "object"]
+    assert len(objects) == 4 and {f.node for f in objects} == {"n1", "n2", "n3", "n4"}
+    assert "'AsyncScheduler' is not a dotted path" in objects[0].message
+    assert objects[0].fix == "write the dotted path, e.g. vllm.v1.core.sched.async_scheduler.AsyncScheduler"
+    assert report.kinds == {"model", "image", "object"}
