@@ -99,3 +99,44 @@ def test_pending_job_times_out_with_its_state(fake):
         slurm.SlurmBackend._wait_running("7", timeout=60)
     # backoff: 0.5 s growing to 10 s means about a dozen calls in a minute, not 200 (0.3 s polling)
     assert len(f.calls) <= 15
+
+
+def test_release_signals_steps_by_tier_workers_before_infra(monkeypatch, tmp_path):
+    """Release TERMs each process's Slurm step (scancel --signal=TERM --full JOB.STEP), frontend and workers
+    first, etcd/NATS after them, then cancels the job. A faked Slurm CLI stands in; 'sleep' is the step."""
+    import subprocess
+    import sys
+
+    from servebench.cluster import AllocationRequest
+    from servebench.cluster.slurm import SlurmAllocation
+
+    calls, procs = [], {}
+
+    def fake_run(argv, timeout=30.0):
+        calls.append(argv)
+        out = ""
+        if argv[:2] == ["squeue", "-h"] and "-s" in argv:
+            out = "\n".join(f"7.{i}|{name}" for i, name in enumerate(procs) if procs[name].poll() is None)
+        elif argv[0] == "scancel" and argv[1].startswith("--signal="):
+            step = argv[-1]
+            name = [n for i, n in enumerate(procs) if f"7.{i}" == step][0]
+            procs[name].terminate()                       # what slurmd does to the step's tasks
+        return type("Done", (), {"returncode": 0, "stdout": out, "stderr": ""})()
+
+    monkeypatch.setattr(slurm, "_run", fake_run)
+    monkeypatch.setattr(slurm, "job_state", lambda job: (None, ""))
+    req = AllocationRequest("job", 2, workdir=tmp_path, stop_grace_s=30)
+    alloc = SlurmAllocation(req, ["n1", "n2"], "7")
+    monkeypatch.setattr(alloc, "_command", lambda node, argv, env, name, image=None: argv)
+    for rank, name, role in ((0, "etcd", "infra"), (0, "nats", "infra"), (0, "frontend", "frontend"),
+                             (0, "worker0", "worker"), (1, "worker1", "worker"), (1, "worker1", "worker")):
+        p = alloc.launch(rank, name, [sys.executable, "-c", "import time; time.sleep(60)"], {},
+                         tmp_path / f"{name}.log", role=role)
+        procs[f"job.{p.step}"] = p.popen
+    alloc.release()
+    signalled = [c[-1] for c in calls if c[0] == "scancel" and c[1] == "--signal=TERM"]
+    order = {step: i for i, step in enumerate(signalled)}
+    assert set(order) == {f"7.{i}" for i in range(6)}                      # every step, duplicates included
+    assert max(order["7.2"], order["7.3"], order["7.4"], order["7.5"]) < min(order["7.0"], order["7.1"])
+    assert all(p.poll() is not None for p in procs.values()) and calls[-1] == ["scancel", "7"]
+    assert not any(c[1] == "--signal=KILL" for c in calls if c[0] == "scancel")   # TERM sufficed: no grace spent

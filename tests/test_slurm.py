@@ -304,3 +304,31 @@ def test_pytest_timeout_leaves_nothing_behind(slurm_suite, tmp_path, monkeypatch
     assert alloc["released_at"]
     assert subprocess.run(["squeue", "-h", "-j", alloc["job_id"]], capture_output=True, text=True).stdout.strip() == ""
     wait_for(lambda: not processes_with(token), 15, "processes to exit")
+
+
+def test_dynamo_with_etcd_nats_and_the_kv_router_over_two_slurm_nodes(slurm, pytester, tmp_path):
+    """The embedded default's dynamo_slurm profile for real: sbatch, etcd + NATS (Debian's) started as steps on
+    the head node, the frontend with the KV router, two independent workers on two virtual nodes, one AIPerf
+    point; afterwards no job and no process of it is left."""
+    from tests.conftest import copy_suite
+
+    if not (REPO / ".venvs/serve/bin/python").exists() or not (REPO / ".venvs/aiperf/bin/aiperf").exists():
+        pytest.skip("run scripts/install-servers")
+    copy_suite(pytester.path)
+    for venv in (".venvs",):
+        (pytester.path / venv).symlink_to(REPO / venv)
+    out = tmp_path / "results"
+    res = pytester.runpytest_subprocess("benchmarks", "-k", "dynamo_slurm", "--results-dir", str(out))
+    res.assert_outcomes(passed=1)
+    logs = out / "tiny-llama-cpu-dynamo_slurm" / "logs"
+    assert "Initializing KV store discovery backend: Etcd(http://127.0.0.1:" in (logs / "frontend.log").read_text()
+    deployment = json.loads((out / "tiny-llama-cpu-dynamo_slurm" / "deployment.json").read_text())
+    assert len(deployment["engines"]) == 2 and {e["rank"] for e in deployment["engines"]} == {0, 1}
+    point = json.loads((out / "points" / "tiny-llama-cpu-dynamo_slurm-c4.json").read_text())
+    assert point["verdict"]["passed"] and point["requests"]["successful"] > 0 and point["throughput"]["gpus"] == 2
+    manifest = json.loads((out / "manifest.json").read_text())
+    (alloc,) = manifest["allocations"]
+    assert [p["name"] for p in alloc["processes"]] == ["etcd", "nats", "frontend", "worker0", "worker1"]
+    assert squeue(alloc["name"]) == []
+    assert processes_with(alloc["name"]) == []          # every step's tasks carry SLURM_JOB_NAME
+    assert processes_with(str(out)) == []               # etcd/NATS data dirs, worker logs

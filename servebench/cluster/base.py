@@ -55,6 +55,7 @@ class NodeProcess:
     popen: subprocess.Popen
     role: str = "worker"          # infra | frontend | worker | headless | setup | preflight
     oneshot: bool = False         # runs to completion (setup, preflight): its exit is not a death
+    step: str = ""                # unique within the allocation (a Slurm step's name): the name, made unique
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -102,15 +103,17 @@ class Allocation(ABC):
         if self.released:
             raise ClusterError(f"allocation {self.job_id or self.request.name} was released")
         node = self.nodes[rank]
+        taken = {p.step for p in self.processes}
+        step = name if name not in taken else f"{name}.{len(self.processes)}"
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
             full = {**os.environ, **{k: v for k, v in env.items() if v is not None}}
             for key in [k for k, v in env.items() if v is None]:
                 full.pop(key, None)     # the recipe or cluster asked for it to be unset
-            popen = subprocess.Popen(self._command(node, list(argv), env, name, image), env=full,
+            popen = subprocess.Popen(self._command(node, list(argv), env, step, image), env=full,
                                      stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
-        proc = NodeProcess(rank, node, name, list(argv), log, popen, role, oneshot)
+        proc = NodeProcess(rank, node, name, list(argv), log, popen, role, oneshot, step)
         self.processes.append(proc)
         return proc
 

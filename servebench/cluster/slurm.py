@@ -84,7 +84,7 @@ class SlurmAllocation(Allocation):
         """Signal the step itself (TERM to every task on the node, as Slurm wants; the engine shuts down and
         deregisters), wait for the srun client to see it end, then KILL after the grace; the local srun's
         process group last. Killing only the local srun would SIGKILL the remote engine."""
-        step = self.steps().get(step_name(self.request, proc.name))
+        step = self.steps().get(step_name(self.request, proc.step))
         if step is None:                     # not (or no longer) a running step
             return super().stop(proc)
         grace = self.request.stop_grace_s

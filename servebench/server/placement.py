@@ -108,8 +108,8 @@ def free_ports(nodes: int, start: int = 0) -> Ports:
     """A Ports block (offset by multiples of 50 from ``start``) where nothing on this host listens."""
     for step in range(start, start + 1000, 50):
         ports = Ports().shifted(step)
-        wanted = [ports.frontend, ports.dp_rpc, ports.master, *(ports.system + r for r in range(nodes)),
-                  *(ports.kv_events + r for r in range(nodes))]
+        wanted = [ports.frontend, ports.dp_rpc, ports.master, ports.etcd, ports.etcd + 1, ports.nats,
+                  *(ports.system + r for r in range(nodes)), *(ports.kv_events + r for r in range(nodes))]
         try:
             for port in wanted:
                 with socket.socket() as sock:

@@ -298,11 +298,12 @@ def _network_env(where: Placement) -> dict[str, str]:
 
 def _infra(where: Placement) -> list[ProcSpec]:
     head, p = where.head, where.ports
-    etcd = [*where.etcd, "--name", "servebench", "--data-dir", f"{where.workdir}/etcd",
+    state = f"{where.workdir}/infra-{where.job_id}"      # fresh per allocation: no member of an earlier run
+    etcd = [*where.etcd, "--name", "servebench", "--data-dir", f"{state}/etcd",
             "--listen-client-urls", f"http://0.0.0.0:{p.etcd}", "--advertise-client-urls", f"http://{head}:{p.etcd}",
             "--listen-peer-urls", f"http://0.0.0.0:{p.etcd + 1}",
             "--initial-advertise-peer-urls", f"http://{head}:{p.etcd + 1}",
             "--initial-cluster", f"servebench=http://{head}:{p.etcd + 1}"]
-    nats = [*where.nats_server, "-js", "-p", str(p.nats), "-sd", f"{where.workdir}/nats"]
+    nats = [*where.nats_server, "-js", "-p", str(p.nats), "-sd", f"{state}/nats"]
     return [ProcSpec(0, "etcd", "infra", tuple(etcd), {}, where.infra_image),
             ProcSpec(0, "nats", "infra", tuple(nats), {}, where.infra_image)]
