@@ -119,8 +119,12 @@ def _history(head: bytes, base: bytes, name: str) -> list[Problem]:
 
 def git_show(ref: str, path: Path) -> bytes | None:
     """The file at ``ref`` (None when it did not exist there)."""
-    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path.parent, capture_output=True,
-                         text=True, check=True).stdout.strip()
+    found = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path.parent, capture_output=True, text=True)
+    if found.returncode != 0:
+        raise ConfigError(Problem(str(path), "", f"--base {ref}: {path.parent} is not in a git work tree "
+                                  f"({found.stderr.strip() or 'git rev-parse failed'})",
+                                  "run from a clone of the repository, or drop --base"))
+    top = found.stdout.strip()
     rel = path.resolve().relative_to(Path(top).resolve())
     proc = subprocess.run(["git", "show", f"{ref}:{rel.as_posix()}"], cwd=top, capture_output=True)
     if proc.returncode != 0:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from . import changelog, yamlio
+from .flags import masked
 from .errors import ConfigError, Problem
 from .matrix import points
 from .catalog import Catalog
@@ -30,7 +31,7 @@ def _one(cat: Catalog, key: str) -> Profile:
 
 def cmd_recipe(args) -> int:
     prof = _one(_catalog(args), args.profile)
-    data = prof.effective()
+    data = masked(prof.effective())      # credential-like environment values are never printed
     print(f"# {prof.id}: effective recipe of {prof.file} (fingerprint {prof.fingerprint[:16]})")
     print(yamlio.dump(data["recipe"] if args.srt else data), end="")
     return 0
@@ -97,7 +98,7 @@ def cmd_render(args) -> int:
 def _print_env(env: dict) -> None:
     import shlex
 
-    for key, value in env.items():
+    for key, value in masked(env).items():
         print(f"unset {key}" if value is None else f"export {key}={shlex.quote(value)}")
 
 

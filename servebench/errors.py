@@ -17,8 +17,13 @@ class Problem:
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
-        text = f"{where}: {self.key or '<top level>'}: {self.message}"
+        text = f"{where}: {_one_line(self.key) or '<top level>'}: {_one_line(self.message)}"
         return f"{text} (fix: {self.fix})" if self.fix else text
+
+
+def _one_line(text: str) -> str:
+    """A recipe's key or value may carry control characters: shown escaped, so a problem stays one line."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 class ConfigError(Exception):

@@ -47,5 +47,24 @@ class Flags:
         return value is True or (isinstance(value, str) and value.lower() in ("true", "1", ""))
 
 
+SECRET_PARTS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+MASK = "***"
+
+
+def is_secret(name: str) -> bool:
+    """An environment key that looks like a credential (HF_TOKEN, WANDB_API_KEY, ...)."""
+    return any(part in str(name).upper() for part in SECRET_PARTS)
+
+
+def masked(data):
+    """``data`` (an environment, or a whole recipe) with the values of credential-like environment keys
+    replaced by ***: what ``servebench render`` and ``servebench recipe`` print, for sharing."""
+    if isinstance(data, dict):
+        return {k: (MASK if is_secret(k) and isinstance(v, str) else masked(v)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [masked(v) for v in data]
+    return data
+
+
 def placeholders(value: str) -> list[str]:
     return PLACEHOLDER_RE.findall(value)

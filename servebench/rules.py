@@ -8,6 +8,7 @@ flag. ``RULES`` lists them; tests break each one on purpose.
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable, Iterator
 
 from . import capacity as capacity_model
@@ -271,6 +272,41 @@ def object_flags(p: Profile) -> Iterator[Problem]:
                       if name == "scheduler-cls" else "write the full dotted path")
 
 
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# srun options servebench sets on every step itself (servebench.cluster.slurm.srun_prefix).
+SRUN_OWN = frozenset({"jobid", "overlap", "nodes", "ntasks", "nodelist", "w", "export", "job-name", "J",
+                      "container-image", "container-mounts"})
+
+
+def launch_values(p: Profile) -> Iterator[Problem]:
+    """Nothing a recipe says can run as a command: values that reach sbatch, srun or an environment carry no
+    control characters (a newline in a #SBATCH line is a new line of bash), environment names are names, and
+    srun_options leave servebench's own step options alone."""
+    r = p.recipe
+    values: list[tuple[list, object]] = [(["slurm", k], v) for k, v in r.slurm.model_dump().items()]
+    values += [(["sbatch_directives", k], (k, v)) for k, v in r.sbatch_directives.items()]
+    values += [(["srun_options", k], (k, v)) for k, v in r.srun_options.items()]
+    values += [(["container_mounts", k], (k, v)) for k, v in r.container_mounts.items()]
+    values += [(["model", k], v) for k, v in r.model.model_dump().items()]
+    for block, env in r.environments().items():
+        for key, value in env.items():
+            values.append(([*block.split("."), key], (key, value)))
+            if not ENV_NAME.fullmatch(key):
+                yield _rp(p, [*block.split("."), key], f"{key!r} is not an environment variable name",
+                          "use letters, digits and _ (not starting with a digit)")
+    values += [([*FLAGS, k], (k, v)) for k, v in p.flags.raw.items()]
+    for path, value in values:
+        texts = value if isinstance(value, tuple) else (value,)
+        if any(isinstance(t, str) and CONTROL.search(t) for t in texts):
+            yield _rp(p, path, "contains a control character (newline, CR, NUL, ...): in a job script or an "
+                      "environment it would start a new command", "write it on one line, without control characters")
+    for key in r.srun_options:
+        if key.lstrip("-") in SRUN_OWN:
+            yield _rp(p, ["srun_options", key], f"--{key.lstrip('-')} is set by servebench on every step "
+                      f"(it owns {', '.join(sorted(SRUN_OWN))})", "remove it from srun_options")
+
+
 def capacity(p: Profile) -> Iterator[Problem]:
     """The profile must hold its weights while loading, and one full-context request (servebench capacity)."""
     if p.model is None:
@@ -301,6 +337,7 @@ RULES: dict[str, Rule] = {
     "identity": identity,
     "entrypoint-flags": entrypoint_flags,
     "object-flags": object_flags,
+    "launch-values": launch_values,
     "capacity": capacity,
 }
 

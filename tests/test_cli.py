@@ -88,3 +88,13 @@ def test_render_tp16_has_three_headless_followers(repo):
     assert "1 engine(s), 1 metrics URL(s), 1 registering worker(s)" in out
     assert out.count("(headless) on node") == 3 and out.count("--headless") == 3
     assert "--master-addr node0 --master-port 29500 --nnodes 4 --node-rank 3" in out
+
+
+def test_credentials_are_masked_in_render_and_recipe(recipes, repo):
+    from tests.conftest import edit
+    edit(recipes / "kimi-k3/gb200/base.yaml", '  ETCD_LEASE_TTL: "7200"',
+         '  ETCD_LEASE_TTL: "7200"\n  HF_TOKEN: hf_sEcReT123\n  WANDB_API_KEY: wb-sEcReT456')
+    for args in (("recipe", "tp"), ("render", "tp"), ("recipe", "tp", "--srt")):
+        res = servebench("--recipes", str(recipes), *args, cwd=repo)
+        assert res.returncode == 0, res.stderr
+        assert "sEcReT" not in res.stdout and "HF_TOKEN" in res.stdout and "***" in res.stdout

@@ -70,3 +70,25 @@ def test_preflight_catches_a_bare_scheduler_class_on_the_nodes(slurm, serve_venv
     assert "'AsyncScheduler' is not a dotted path" in objects[0].message
     assert objects[0].fix == "write the dotted path, e.g. vllm.v1.core.sched.async_scheduler.AsyncScheduler"
     assert report.kinds == {"model", "image", "object"}
+
+
+def test_a_hardware_run_preflights_first_and_starts_no_server(slurm, serve_venv, pytester, tmp_path):
+    """`pytest -m gb200 --cluster <it>`: preflight runs before any server; its problems fail the profile's cases
+    with the per-node lines, no frontend or worker ever starts, and nothing is left running."""
+    from tests.conftest import copy_suite
+
+    copy_suite(pytester.path)
+    (pytester.path / ".venvs").symlink_to(REPO / ".venvs")
+    edit(pytester.path / "recipes/kimi-k3/gb200/_agentx.yaml", "cluster: gb200-nv", "cluster: gb200-local")
+    out = tmp_path / "results"
+    res = pytester.runpytest_subprocess("benchmarks", "-m", "gb200", "-k", "kimi-k3-gb200-tp-c1", "--cluster",
+                                        "gb200-local", "--results-dir", str(out))
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*servers did not come up: kimi-k3-gb200-tp: preflight found * problem(s)*",
+                              "*model: model directory (--model): /mnt/numa1/models/Kimi-K3 does not exist*"])
+    manifest = (out / "manifest.json").read_text()
+    assert '"server_starts": []' in manifest
+    logs = {p.name for p in (out / "kimi-k3-gb200-tp" / "logs").iterdir()}
+    assert "preflight0.log" in logs and not any(n.startswith(("frontend", "worker")) for n in logs)
+    assert squeue("kimi-k3") == [] and squeue("-tp") == []
+    assert processes_with(str(out)) == []

@@ -158,3 +158,34 @@ def test_a_bad_flag_value_is_reported_once_without_traceback(recipes):
     found = problems(recipes)
     assert [p.key for p in found] == ["recipe.backend.vllm_config.aggregated.compilation-config"], found
     assert "not valid JSON" in found[0].message
+
+
+@pytest.mark.parametrize("file, old, new, key, fragment", [
+    ("base.yaml", 'time_limit: "08:00:00"', 'time_limit: "08:00:00\\necho pwned"', "slurm.time_limit",
+     "control character"),
+    ("base.yaml", '  cpus-per-task: "144"', '  "cpus-per-task\\nrm -rf /": "144"', "sbatch_directives",
+     "control character"),
+    ("base.yaml", '  ETCD_LEASE_TTL: "7200"', '  ETCD_LEASE_TTL: "7200\\u0000x"', "environment.ETCD_LEASE_TTL",
+     "control character"),
+    ("base.yaml", '  ETCD_LEASE_TTL: "7200"', '  ETCD_LEASE_TTL: "7200"\n  "BAD NAME;id": "1"', "environment.BAD NAME;id",
+     "is not an environment variable name"),
+    ("base.yaml", '  container-remap-root: ""', '  container-remap-root: ""\n  nodelist: n9', "srun_options.nodelist",
+     "--nodelist is set by servebench on every step"),
+    ("base.yaml", "  type: dynamo\n  enable_multiple_frontends", "  type: dynamoo\n  enable_multiple_frontends",
+     "frontend.type", "Input should be 'dynamo' or 'vllm'"),
+])
+def test_nothing_a_recipe_says_can_run_as_a_command(recipes, file, old, new, key, fragment):
+    edit(recipes / G / file, old, new)
+    found = problems(recipes)
+    assert any(key in p.key and fragment in p.message for p in found), "\n".join(map(str, found))
+    assert all(len(str(p).splitlines()) == 1 for p in found)        # one line each, control characters escaped
+
+
+def test_changelog_check_outside_a_git_work_tree(tmp_path, repo):
+    import shutil
+    from tests.conftest import run_cli
+
+    shutil.copytree(repo / "recipes", tmp_path / "recipes")
+    shutil.copy(repo / "perf-changelog.yaml", tmp_path / "perf-changelog.yaml")
+    res = run_cli("changelog", "check", "--base", "HEAD", cwd=tmp_path)
+    assert res.returncode == 1 and "is not in a git work tree" in res.stderr and "Traceback" not in res.stderr

@@ -126,7 +126,7 @@ class DynamoSection(_Strict):
 
 
 class FrontendSection(_Strict):
-    type: str = "dynamo"
+    type: Literal["dynamo", "vllm"] = "dynamo"     # what servebench runs (srt-slurm's sglang frontend is not)
     enable_multiple_frontends: StrictBool = True
     num_additional_frontends: StrictInt = 9
     nginx_container: str = "nginx:1.27.4"
