@@ -7,7 +7,6 @@ import re
 import pytest
 
 from servebench.catalog import Catalog
-from servebench.preflight import allocate_and_check, retarget
 from tests.conftest import REPO, by_id, edit, run_cli
 from tests.test_slurm import processes_with, slurm, squeue  # noqa: F401 (slurm: the controller fixture)
 
@@ -57,19 +56,33 @@ def test_the_four_gb200_profiles_find_only_what_cannot_exist_off_cluster(slurm, 
         assert {p.name for p in logs.iterdir()} >= {"etcd.log", "nats.log", "preflight0.log", "setup0.log"}
 
 
-def test_preflight_catches_a_bare_scheduler_class_on_the_nodes(slurm, serve_venv, recipes, tmp_path):
-    """The seed's `scheduler-cls: AsyncScheduler` parses, then kills the engine: preflight imports it in the
-    node's environment (past the offline rule, which catches it too)."""
+@pytest.mark.local
+def test_the_node_check_catches_a_bare_scheduler_class(serve_venv, recipes, tmp_path):
+    """The seed's `scheduler-cls: AsyncScheduler` parses, then kills the engine. The node check imports it in the
+    node's environment (here the serving venv, run as preflight runs it on each node; past the offline rule,
+    which catches it too) and names the dotted path that exists there."""
+    import json
+    import subprocess
+
+    from servebench.server.placement import placement_for
+    from servebench.server.plan import plan
+    from servebench.preflight import requests
+    from servebench.tools import PREFLIGHT
+
     edit(recipes / "kimi-k3/gb200/base.yaml", "scheduler-cls: vllm.v1.core.sched.async_scheduler.AsyncScheduler",
          "scheduler-cls: AsyncScheduler")
     cat = Catalog.load(recipes, skip_rules={"object-flags"})
-    prof = retarget(by_id(cat, "kimi-k3-gb200-tp"), cat.clusters["gb200-local"])
-    report = allocate_and_check(prof, tmp_path, REPO)
-    objects = [f for f in report.findings if f.kind == "object"]
-    assert len(objects) == 4 and {f.node for f in objects} == {"n1", "n2", "n3", "n4"}
-    assert "'AsyncScheduler' is not a dotted path" in objects[0].message
-    assert objects[0].fix == "write the dotted path, e.g. vllm.v1.core.sched.async_scheduler.AsyncScheduler"
-    assert report.kinds == {"model", "image", "object"}
+    prof = by_id(cat, "kimi-k3-gb200-tp")
+    where = placement_for(prof, ["n1", "n2", "n3", "n4"], ["n1", "n2", "n3", "n4"], str(tmp_path))
+    req = {**requests(prof, plan(prof, where), where)[1], "parse": [], "imports": [], "endpoints": []}  # objects
+    assert req["objects"] == [{"flag": "scheduler-cls", "value": "AsyncScheduler"}]
+    req["objects"].append({"flag": "scheduler-cls", "value": "vllm.v1.core.sched.async_scheduler.AsyncScheduler"})
+    done = subprocess.run([str(SERVE_PY), str(PREFLIGHT), json.dumps(req)], capture_output=True, text=True,
+                          timeout=300)
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    (found,) = [p for p in answer["problems"] if p["kind"] == "object"]      # the dotted path resolves there
+    assert "'AsyncScheduler' is not a dotted path" in found["message"]
+    assert found["fix"] == "write the dotted path, e.g. vllm.v1.core.sched.async_scheduler.AsyncScheduler"
 
 
 def test_a_hardware_run_preflights_first_and_starts_no_server(slurm, serve_venv, pytester, tmp_path):
@@ -83,7 +96,7 @@ def test_a_hardware_run_preflights_first_and_starts_no_server(slurm, serve_venv,
     out = tmp_path / "results"
     res = pytester.runpytest_subprocess("benchmarks", "-m", "gb200", "-k", "kimi-k3-gb200-tp-c1", "--cluster",
                                         "gb200-local", "--results-dir", str(out))
-    res.assert_outcomes(failed=1)
+    res.assert_outcomes(errors=1)                    # the deployment fixture fails: the case never measures
     res.stdout.fnmatch_lines(["*servers did not come up: kimi-k3-gb200-tp: preflight found * problem(s)*",
                               "*model: model directory (--model): /mnt/numa1/models/Kimi-K3 does not exist*"])
     manifest = (out / "manifest.json").read_text()
