@@ -9,7 +9,7 @@ from pathlib import Path
 
 from . import changelog, yamlio
 from .flags import masked
-from .errors import ConfigError, Problem
+from .errors import ConfigError
 from .matrix import points
 from .catalog import Catalog
 from .cli_run import _many, cmd_flag_table, cmd_flags, cmd_preflight

@@ -41,6 +41,24 @@ def catalog():
     return Catalog.load(REPO / "recipes")
 
 
+@pytest.fixture(scope="session")
+def slurm():
+    """A running local Slurm controller: started with scripts/slurm-local when this user can."""
+    import os
+    import subprocess
+
+    from servebench.cluster.slurm import SlurmBackend
+
+    backend = SlurmBackend()
+    if backend.unavailable() is None:
+        return backend
+    if os.geteuid() != 0:
+        pytest.skip(f"no Slurm controller here ({backend.unavailable()}) and not root to start one")
+    subprocess.run([str(REPO / "scripts/slurm-local"), "start"], check=True, timeout=300)
+    assert backend.unavailable() is None
+    return backend
+
+
 def by_id(catalog, profile_id: str):
     return next(p for p in catalog.profiles if p.id == profile_id)
 

@@ -1,8 +1,6 @@
 """Capacity model: the shipped profiles fit, the seed's TP2 x DP8 does not, public models reproduce their
 published KV bytes per token, and the verdict behaves monotonically (hypothesis)."""
 
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings

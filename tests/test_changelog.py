@@ -1,7 +1,6 @@
 """perf-changelog.yaml rules, in-process and through `servebench changelog check` against a real git history."""
 
 import subprocess
-import sys
 
 import pytest
 

@@ -3,10 +3,8 @@ package working from another repository (pip install + a recipes folder)."""
 
 import os
 import subprocess
-import sys
 import textwrap
 import venv
-from pathlib import Path
 
 import pytest
 

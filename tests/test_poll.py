@@ -104,7 +104,6 @@ def test_pending_job_times_out_with_its_state(fake):
 def test_release_signals_steps_by_tier_workers_before_infra(monkeypatch, tmp_path):
     """Release TERMs each process's Slurm step (scancel --signal=TERM --full JOB.STEP), frontend and workers
     first, etcd/NATS after them, then cancels the job. A faked Slurm CLI stands in; 'sleep' is the step."""
-    import subprocess
     import sys
 
     from servebench.cluster import AllocationRequest

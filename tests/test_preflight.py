@@ -8,7 +8,7 @@ import pytest
 
 from servebench.catalog import Catalog
 from tests.conftest import REPO, by_id, edit, run_cli
-from tests.test_slurm import processes_with, slurm, squeue  # noqa: F401 (slurm: the controller fixture)
+from tests.test_slurm import processes_with, squeue
 
 pytestmark = pytest.mark.slurm
 SERVE_PY = REPO / ".venvs/serve/bin/python"

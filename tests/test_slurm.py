@@ -17,23 +17,9 @@ from pathlib import Path
 import pytest
 
 from servebench.cluster import AllocationRequest, ClusterError, ProcessDied
-from servebench.cluster.slurm import SlurmBackend
 
 pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="session")
-def slurm():
-    """A running local Slurm controller: started with scripts/slurm-local when this user can."""
-    backend = SlurmBackend()
-    if backend.unavailable() is None:
-        return backend
-    if os.geteuid() != 0:
-        pytest.skip(f"no Slurm controller here ({backend.unavailable()}) and not root to start one")
-    subprocess.run([str(REPO / "scripts/slurm-local"), "start"], check=True, timeout=300)
-    assert backend.unavailable() is None
-    return backend
 
 
 def squeue(name_part: str) -> list[str]:
