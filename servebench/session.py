@@ -16,7 +16,6 @@ from . import report as report_mod
 from .baseline import load as load_baseline
 from .catalog import Catalog
 from .cluster import Allocation, release_all
-from .errors import ConfigError
 from .manifest import Manifest, merge
 from .matrix import Point, points
 from .profile import Profile
@@ -116,6 +115,3 @@ class ServebenchSession:
             if self.report_error:
                 terminalreporter.write_line(f"report failed: {self.report_error}", red=True)
 
-
-def broken_catalog(err: ConfigError) -> str:
-    return f"invalid recipe(s):\n{err}"

@@ -66,10 +66,6 @@ class Topology:
     workers: int = 1
 
     @property
-    def replica_gpus(self) -> int:
-        return self.tp * self.pp
-
-    @property
     def gpus(self) -> int:
         """GPUs of every worker together: what per-GPU throughput divides by."""
         return self.tp * self.dp * self.pp * self.workers
@@ -81,14 +77,6 @@ class Topology:
     @property
     def registering(self) -> int:
         return sum(r.registers for r in self.roles)
-
-    @property
-    def multinode_engine(self) -> bool:
-        return any(r.mode in ("leader", "headless") for r in self.roles)
-
-    def table(self) -> list[str]:
-        return [f"node {r.rank}: worker {r.worker} {r.mode}, DP ranks {list(r.dp_ranks)}"
-                + (f", GPUs {list(r.devices)}" if r.devices is not None else "") for r in self.roles]
 
 
 def topology(*, tp: int, dp: int, pp: int, nodes: int, gpus_per_node: int, workers: int = 1,

@@ -67,10 +67,6 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                    judged_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
-def failures(verdict: Verdict) -> list[str]:
-    return verdict.failures
-
-
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.1%}"
 

@@ -101,11 +101,6 @@ class EngineFlags:
         return self.tp * self.dp if self.expert_parallel else 1
 
     @property
-    def world_size(self) -> int:
-        """GPUs of one engine (vLLM's parallel_config.world_size)."""
-        return self.tp * self.pp
-
-    @property
     def gpus(self) -> int:
         return self.tp * self.dp * self.pp
 
