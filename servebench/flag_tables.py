@@ -18,6 +18,7 @@ class FlagTable:
     name: str
     versions: dict
     entrypoints: dict[str, list[str]]
+    types: dict[str, dict[str, dict]]   # entrypoint -> --flag -> {kind, choices?, nargs?} (empty in old tables)
 
 
 @lru_cache(maxsize=None)
@@ -28,4 +29,4 @@ def load(name: str) -> FlagTable:
             "data/flags").iterdir() if p.name.endswith(".json"))
         raise KeyError(f"no flag table {name!r} (have: {', '.join(available)}); generate it with servebench/tools/flag_table.py")
     data = json.loads(path.read_text())
-    return FlagTable(data["name"], data["versions"], data["entrypoints"])
+    return FlagTable(data["name"], data["versions"], data["entrypoints"], data.get("types", {}))

@@ -23,7 +23,7 @@ from .cluster.request import TOOLS_IN_CONTAINER
 from .errors import ConfigError, Problem
 from .poll import Done, PollTimeout, poll
 from .profile import Profile
-from .rules import OBJECT_FLAGS
+from .flag_rules import OBJECT_FLAGS
 from .server.placement import DETECT_INTERFACES, Placement
 from .server.plan import ProcSpec, ServerPlan
 from .spec.sweep import ClusterSpec

@@ -12,11 +12,10 @@ import re
 from typing import Callable, Iterator
 
 from . import capacity as capacity_model
-from . import flag_tables
 from .errors import Problem
-from .flags import SUITE_PLACEHOLDERS, canonical, placeholders
+from .flag_rules import entrypoint_flags, flag_types, object_flags
+from .flags import SUITE_PLACEHOLDERS, placeholders
 from .profile import Profile
-from .topology import DERIVED_FLAGS
 
 FLAGS = ("backend", "vllm_config", "aggregated")
 
@@ -221,57 +220,6 @@ def identity(p: Profile) -> Iterator[Problem]:
                   f"{p.recipe.model.container!r}", "make them the same image")
 
 
-# The same option under the other entrypoint, for the fix text.
-_COUNTERPARTS = {"tool-call-parser": "dyn-tool-call-parser", "reasoning-parser": "dyn-reasoning-parser",
-                 "enable-auto-tool-choice": None, "chat-template": "custom-jinja-template"}
-
-
-def entrypoint_flags(p: Profile) -> Iterator[Problem]:
-    """Every flag must be one the receiving entrypoint's real parser accepts (pinned table, servebench/tools/flag_table.py)."""
-    table = flag_tables.load(p.cluster.runtime.flag_table)
-    worker = "vllm serve" if p.recipe.frontend.type == "vllm" else "dynamo.vllm"
-    accepted = set(table.entrypoints[worker])
-    for key, value in p.flags.raw.items():
-        name = canonical(key)
-        if name in DERIVED_FLAGS:
-            yield _rp(p, [*FLAGS, key], f"--{name} is derived from the layout by servebench (per node)",
-                      "remove it; set tensor/data-parallel sizes and resources instead")
-            continue
-        if f"--{name}" in accepted or (value is False and f"--no-{name}" in accepted):
-            continue
-        other = "dynamo.vllm" if worker == "vllm serve" else "vllm serve"
-        hint = ""
-        if f"--{name}" in set(table.entrypoints.get(other, [])):
-            alt = _COUNTERPARTS.get(name)
-            hint = f"; it is a `{other}` flag" + (f": use {alt}" if alt else ": drop it")
-        near = [f for f in accepted if f.startswith(f"--{name}")]
-        if near and not hint:
-            hint = f"; abbreviations are not allowed, did you mean {', '.join(sorted(near)[:3])}?"
-        yield _rp(p, [*FLAGS, key], f"--{name} is not accepted by {ENTRYPOINT_NAMES[worker]} "
-                  f"(flag table {table.name}){hint}", "remove or rename the flag")
-    frontend = set(table.entrypoints.get("dynamo.frontend", []))
-    if worker == "dynamo.vllm" and frontend:
-        for key in (p.recipe.frontend.args or {}):
-            if f"--{canonical(key)}" not in frontend:
-                yield _rp(p, ["frontend", "args", key], f"--{canonical(key)} is not accepted by the Dynamo "
-                          f"frontend (python -m dynamo.frontend; flag table {table.name})", "remove or rename it")
-
-
-OBJECT_FLAGS = ("scheduler-cls", "worker-cls", "worker-extension-cls")
-
-
-def object_flags(p: Profile) -> Iterator[Problem]:
-    """vLLM resolves these by qualified name at engine start: a bare class name parses, then the engine dies
-    (preflight also imports them on the nodes, in the image)."""
-    for name in OBJECT_FLAGS:
-        value = p.flags.value(name)
-        if isinstance(value, str) and value not in ("", "auto") and "." not in value:
-            yield _rp(p, _flag_path(p, name), f"--{name} {value!r} is not a dotted path: vLLM resolves it by "
-                      "qualified name and the engine dies at start-up",
-                      f"write the full path, e.g. vllm.v1.core.sched.async_scheduler.{value}"
-                      if name == "scheduler-cls" else "write the full dotted path")
-
-
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # srun options servebench sets on every step itself (servebench.cluster.slurm.srun_prefix).
@@ -317,10 +265,6 @@ def capacity(p: Profile) -> Iterator[Problem]:
                   "or a smaller offload pool")
 
 
-ENTRYPOINT_NAMES = {"dynamo.vllm": "Dynamo's vLLM worker (python -m dynamo.vllm)",
-                    "vllm serve": "vLLM's OpenAI server (vllm serve)"}
-
-
 RULES: dict[str, Rule] = {
     "concurrency": concurrency_list,
     "layout": layout_matches_flags,
@@ -336,6 +280,7 @@ RULES: dict[str, Rule] = {
     "gates": gates,
     "identity": identity,
     "entrypoint-flags": entrypoint_flags,
+    "flag-types": flag_types,
     "object-flags": object_flags,
     "launch-values": launch_values,
     "capacity": capacity,

@@ -8,7 +8,8 @@ import pytest
 
 from servebench import flag_tables
 from servebench.catalog import Catalog
-from servebench.rules import entrypoint_flags, offload_dram_budget
+from servebench.flag_rules import entrypoint_flags
+from servebench.rules import offload_dram_budget
 from servebench.server import metrics
 from servebench.server.placement import DETECT_INTERFACES, dry_placement, placement_for
 from servebench.server.plan import cli_args, plan

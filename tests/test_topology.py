@@ -4,7 +4,7 @@ import pytest
 
 from servebench.catalog import Catalog
 from servebench.flags import canonical
-from servebench.rules import entrypoint_flags
+from servebench.flag_rules import entrypoint_flags
 from servebench.server.placement import dry_placement
 from servebench.server.plan import plan, topology_args
 from servebench.topology import DERIVED_FLAGS, LAUNCHER_FLAGS, PORT_FLAGS, topology

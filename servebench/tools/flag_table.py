@@ -24,7 +24,50 @@ def long_options(parser) -> list[str]:
     return sorted({o for a in parser._actions for o in a.option_strings if o.startswith("--")})
 
 
-def dynamo_worker() -> list[str]:
+def _inner(fn, depth=0):
+    """The type a wrapper (vLLM's optional_type / parse_type closures) finally calls."""
+    for cell in (getattr(fn, "__closure__", None) or ()) if depth < 4 else ():
+        inner = cell.cell_contents
+        if callable(inner):
+            return _inner(inner, depth + 1)
+    return fn
+
+
+def _kind(action) -> str:
+    if action.nargs == 0:
+        return "bool" if type(action).__name__ == "BooleanOptionalAction" else "flag"
+    fn = _inner(action.type) if action.type is not None else str
+    name = getattr(fn, "__name__", "")
+    if fn is int:
+        return "int"
+    if fn is float:
+        return "float"
+    if name.startswith("human_readable_int"):
+        return "size"
+    if name == "union_dict_and_str":
+        return "any"
+    if name in ("loads", "parse_dataclass") or (name == "_parse_type" and fn is not action.type):
+        return "json"
+    return "str"
+
+
+def types(parser) -> dict[str, dict]:
+    """Per long option: the value kind its real parser converts to (flag, bool, int, float, size, json, str, any),
+    its choices, and nargs where it takes several values."""
+    out = {}
+    for a in parser._actions:
+        spec = {"kind": _kind(a)}
+        if a.choices is not None and spec["kind"] not in ("flag", "bool"):
+            spec["choices"] = sorted(str(c) for c in a.choices if c is not None)
+        if a.nargs in ("+", "*", "?"):
+            spec["nargs"] = a.nargs
+        for o in a.option_strings:
+            if o.startswith("--") and not o.startswith("--no-"):
+                out[o] = spec
+    return dict(sorted(out.items()))
+
+
+def dynamo_worker_parsers() -> list:
     from dynamo.vllm import args as dargs
     from vllm.engine.arg_utils import AsyncEngineArgs
     try:
@@ -38,10 +81,10 @@ def dynamo_worker() -> list[str]:
         dargs.register_worker_router_help(parser)
     engine = FlexibleArgumentParser(add_help=False)
     AsyncEngineArgs.add_cli_args(engine, async_args_only=False)
-    return sorted(set(long_options(parser)) | set(long_options(engine)))
+    return [parser, engine]
 
 
-def vllm_serve() -> list[str]:
+def vllm_serve_parsers() -> list:
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:
@@ -50,14 +93,14 @@ def vllm_serve() -> list[str]:
         from vllm.entrypoints.openai.cli_args import make_arg_parser
     except ImportError:
         from vllm.entrypoints.launchers.cli_args import make_arg_parser
-    return long_options(make_arg_parser(FlexibleArgumentParser()))
+    return [make_arg_parser(FlexibleArgumentParser())]
 
 
-def dynamo_frontend() -> list[str]:
+def dynamo_frontend_parsers() -> list:
     from dynamo.frontend.frontend_args import FrontendArgGroup
     parser = argparse.ArgumentParser()
     FrontendArgGroup().add_arguments(parser)
-    return long_options(parser)
+    return [parser]
 
 
 def version(dist: str) -> str | None:
@@ -126,13 +169,18 @@ def main() -> None:
         "name": args.name or f"dynamo-{dynamo}_vllm-{vllm}",
         "generated_by": "servebench/tools/flag_table.py", "generated_at": time.strftime("%Y-%m-%d"),
         "versions": {"vllm": vllm, "dynamo": dynamo, "python": sys.version.split()[0]},
-        "entrypoints": {"vllm serve": vllm_serve(), "dynamo.vllm": dynamo_worker(),
-                        "dynamo.frontend": dynamo_frontend() if dynamo else []},
+        "entrypoints": {}, "types": {},
     }
+    builders = {"vllm serve": vllm_serve_parsers, "dynamo.vllm": dynamo_worker_parsers,
+                "dynamo.frontend": dynamo_frontend_parsers if dynamo else list}
+    for entrypoint, build in builders.items():
+        parsers = build()
+        table["entrypoints"][entrypoint] = sorted({o for p in parsers for o in long_options(p)})
+        table["types"][entrypoint] = {k: v for p in reversed(parsers) for k, v in types(p).items()}
     with open(args.out, "w") as fh:
         json.dump(table, fh, indent=1)
         fh.write("\n")
-    print(f"{args.out}: " + ", ".join(f"{k} {len(v)} flags" for k, v in table["entrypoints"].items()))
+    print(f"{args.out}: " + ", ".join(f"{k} {len(v)} flags" for k, v in table["entrypoints"].items()))  # noqa: T201
 
 
 if __name__ == "__main__":

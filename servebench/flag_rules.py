@@ -1,0 +1,180 @@
+"""Offline checks of the vLLM / Dynamo flags against the pinned flag table of the real parsers
+(``servebench/data/flags``, written by ``servebench flag-table``): is the flag accepted by the entrypoint that
+receives it, does its value have the type, choice and arity that parser converts to, and do class paths
+resolve by name. Part of :data:`servebench.rules.RULES`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Iterator
+
+from . import flag_tables
+from .errors import Problem
+from .flags import canonical
+from .profile import Profile
+from .topology import DERIVED_FLAGS
+
+FLAGS = ("backend", "vllm_config", "aggregated")
+
+
+def _rp(p: Profile, path, message: str, fix: str = "") -> Problem:
+    return p.layers.recipe_origins.problem(path, message, fix)
+
+
+def _flag_path(p: Profile, name: str) -> list[str]:
+    return [*FLAGS, p.flags.key(name)]
+
+
+def worker_entrypoint(p: Profile) -> str:
+    return "vllm serve" if p.recipe.frontend.type == "vllm" else "dynamo.vllm"
+
+
+# The same option under the other entrypoint, for the fix text.
+_COUNTERPARTS = {"tool-call-parser": "dyn-tool-call-parser", "reasoning-parser": "dyn-reasoning-parser",
+                 "enable-auto-tool-choice": None, "chat-template": "custom-jinja-template"}
+
+
+def entrypoint_flags(p: Profile) -> Iterator[Problem]:
+    """Every flag must be one the receiving entrypoint's real parser accepts (pinned table, servebench/tools/flag_table.py)."""
+    table = flag_tables.load(p.cluster.runtime.flag_table)
+    worker = worker_entrypoint(p)
+    accepted = set(table.entrypoints[worker])
+    for key, value in p.flags.raw.items():
+        name = canonical(key)
+        if name in DERIVED_FLAGS:
+            yield _rp(p, [*FLAGS, key], f"--{name} is derived from the layout by servebench (per node)",
+                      "remove it; set tensor/data-parallel sizes and resources instead")
+            continue
+        if f"--{name}" in accepted or (value is False and f"--no-{name}" in accepted):
+            continue
+        other = "dynamo.vllm" if worker == "vllm serve" else "vllm serve"
+        hint = ""
+        if f"--{name}" in set(table.entrypoints.get(other, [])):
+            alt = _COUNTERPARTS.get(name)
+            hint = f"; it is a `{other}` flag" + (f": use {alt}" if alt else ": drop it")
+        near = [f for f in accepted if f.startswith(f"--{name}")]
+        if near and not hint:
+            hint = f"; abbreviations are not allowed, did you mean {', '.join(sorted(near)[:3])}?"
+        yield _rp(p, [*FLAGS, key], f"--{name} is not accepted by {ENTRYPOINT_NAMES[worker]} "
+                  f"(flag table {table.name}){hint}", "remove or rename the flag")
+    frontend = set(table.entrypoints.get("dynamo.frontend", []))
+    if worker == "dynamo.vllm" and frontend:
+        for key in (p.recipe.frontend.args or {}):
+            if f"--{canonical(key)}" not in frontend:
+                yield _rp(p, ["frontend", "args", key], f"--{canonical(key)} is not accepted by the Dynamo "
+                          f"frontend (python -m dynamo.frontend; flag table {table.name})", "remove or rename it")
+
+
+OBJECT_FLAGS = ("scheduler-cls", "worker-cls", "worker-extension-cls")
+
+
+def object_flags(p: Profile) -> Iterator[Problem]:
+    """vLLM resolves these by qualified name at engine start: a bare class name parses, then the engine dies
+    (preflight also imports them on the nodes, in the image)."""
+    for name in OBJECT_FLAGS:
+        value = p.flags.value(name)
+        if isinstance(value, str) and value not in ("", "auto") and "." not in value:
+            yield _rp(p, _flag_path(p, name), f"--{name} {value!r} is not a dotted path: vLLM resolves it by "
+                      "qualified name and the engine dies at start-up",
+                      f"write the full path, e.g. vllm.v1.core.sched.async_scheduler.{value}"
+                      if name == "scheduler-cls" else "write the full dotted path")
+
+
+ENTRYPOINT_NAMES = {"dynamo.vllm": "Dynamo's vLLM worker (python -m dynamo.vllm)",
+                    "vllm serve": "vLLM's OpenAI server (vllm serve)"}
+
+
+
+_SIZE = re.compile(r"-?\d+(\.\d+)?[kKmMgGtT]?|auto")
+_KINDS = {"int": "a whole number", "float": "a number", "size": "a whole number or a size like 32k",
+          "json": "a JSON object", "str": "a string", "any": "a value", "bool": "true or false", "flag": "true"}
+
+
+def _scalar_problem(name: str, value, spec: dict) -> str | None:
+    """Why the real parser would refuse ``value`` for ``--name`` (None if it converts)."""
+    kind, text = spec["kind"], str(value)
+    if isinstance(value, (dict, list)):
+        return f"--{name} takes {_KINDS[kind]}, got a nested {type(value).__name__}"
+    if kind == "int" and (isinstance(value, bool) or not re.fullmatch(r"-?\d+", text)):
+        return f"--{name} takes a whole number, got {value!r}"
+    if kind == "float":
+        try:
+            number = float(text)
+        except ValueError:
+            return f"--{name} takes a number, got {value!r}"
+        if number != number or number in (float("inf"), float("-inf")) or isinstance(value, bool):
+            return f"--{name} takes a finite number, got {value!r}"
+    if kind == "size" and (isinstance(value, bool) or not _SIZE.fullmatch(text)):
+        return f"--{name} takes a whole number or a size like 32k, got {value!r}"
+    if kind == "json" and not isinstance(value, dict):
+        try:
+            if not isinstance(json.loads(text), dict):
+                return f"--{name} takes a JSON object, got {value!r}"
+        except ValueError:
+            return f"--{name} takes a JSON object, got {value!r}"
+    choices = spec.get("choices")
+    if choices and text not in choices and text.lower() not in choices:
+        shown = ", ".join(choices[:12]) + (", ..." if len(choices) > 12 else "")
+        return f"--{name} {value!r} is not one of its choices ({shown})"
+    if kind in ("str", "any") and text.startswith("-"):
+        return f"--{name} {value!r} starts with '-': the parser would read it as another flag"
+    return None
+
+
+def _value_problem(name: str, value, spec: dict) -> str | None:
+    kind, nargs = spec["kind"], spec.get("nargs")
+    if value is None:
+        return None
+    if value is True:
+        return None if kind in ("flag", "bool") or nargs in ("?", "*") else (
+            f"--{name} takes {_KINDS[kind]}; `true` would render `--{name}` with no value")
+    if value is False:
+        return None if kind in ("bool", "flag") else (
+            f"--{name} takes {_KINDS[kind]}; `false` would render `--no-{name}`, which does not exist")
+    if kind in ("flag", "bool"):
+        return f"--{name} is a switch: write true or false, got {value!r}"
+    if isinstance(value, dict):
+        return None if kind in ("json", "any") else f"--{name} takes {_KINDS[kind]}, not a mapping"
+    if isinstance(value, list):
+        if nargs not in ("+", "*"):
+            return (f"--{name} takes one value, got a list: spread into argv its items would become arguments "
+                    "of their own")
+        if not value and nargs == "+":
+            return f"--{name} needs at least one value, got []"
+        for item in value:
+            why = _scalar_problem(name, item, spec) or (
+                f"--{name} item {item!r} starts with '-'" if str(item).startswith("-") else None)
+            if why:
+                return why
+        return None
+    return _scalar_problem(name, value, spec)
+
+
+def flag_types(p: Profile) -> Iterator[Problem]:
+    """Each value must convert the way the receiving entrypoint's real parser converts it (type, choices,
+    number of values); a list is only written out for a flag that takes several values."""
+    table = flag_tables.load(p.cluster.runtime.flag_table)
+    types = table.types.get(worker_entrypoint(p), {})
+    if not types:
+        return
+    for key, value in p.flags.raw.items():
+        name = canonical(key)
+        spec = types.get(f"--{name}")
+        if spec is None or name in DERIVED_FLAGS or key in p.flags.errors:
+            continue
+        why = _value_problem(name, value, spec)
+        if why:
+            yield _rp(p, [*FLAGS, key], f"{why} (flag table {table.name})",
+                      "give a value of the type the flag takes" + (
+                          f" ({', '.join(spec['choices'][:6])}{', ...' if len(spec['choices']) > 6 else ''})"
+                          if spec.get("choices") else ""))
+    frontend = table.types.get("dynamo.frontend", {})
+    if worker_entrypoint(p) == "dynamo.vllm":
+        for key, value in (p.recipe.frontend.args or {}).items():
+            spec = frontend.get(f"--{canonical(key)}")
+            why = spec and _value_problem(canonical(key), value, spec)
+            if why:
+                yield _rp(p, ["frontend", "args", key], f"{why} (flag table {table.name})",
+                          "give a value of the type the flag takes")
