@@ -100,7 +100,7 @@ class Catalog:
                     parse_model(SrtRecipe, doc, Origins([Layer(str(path), doc)], str(path)), "srt-slurm recipe")
                     bases.append(str(path))
                     continue
-                profiles.append(build_profile(resolve_layers(path), clusters, models, skip_rules))
+                profiles.append(build_profile(resolve_layers(path, root=root), clusters, models, skip_rules))
             except ConfigError as err:
                 problems += err.problems
         seen: dict[str, str] = {}

@@ -7,6 +7,7 @@ Nothing here knows what a flag means; :mod:`servebench.profile` builds the typed
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -132,9 +133,16 @@ def is_profile(doc: Any) -> bool:
     return isinstance(doc, dict) and "profile" in doc
 
 
-def resolve_layers(path: Path, docs: dict[str, Any] | None = None, _seen: tuple[str, ...] = ()) -> Layered:
+def _identity(p: Path) -> str:
+    """One name per file however it is spelled (``a/../b.yaml``, links): cycles are found by this."""
+    return str(p.resolve()) if p.exists() else os.path.normpath(p)
+
+
+def resolve_layers(path: Path, docs: dict[str, Any] | None = None, _seen: tuple[str, ...] = (),
+                   root: Path | None = None) -> Layered:
     """Merge a profile file onto what it extends. ``docs`` maps file names to parsed documents
-    (tests pass in-memory recipes); otherwise files are read from disk."""
+    (tests pass in-memory recipes); otherwise files are read from disk. ``extends:`` is a relative path that
+    stays inside ``root`` (the catalog's recipes folder)."""
     docs = dict(docs or {})
 
     def read(p: Path) -> Any:
@@ -143,9 +151,6 @@ def resolve_layers(path: Path, docs: dict[str, Any] | None = None, _seen: tuple[
         return docs[str(p)]
 
     name = str(path)
-    if name in _seen:
-        raise ConfigError(Problem(name, "extends", f"extends itself through {' -> '.join(_seen)}",
-                                  "break the cycle"))
     doc = read(path)
     if not isinstance(doc, dict):
         raise ConfigError(Problem(name, "", "a profile file must be a mapping", "see README: Recipes"))
@@ -162,15 +167,29 @@ def resolve_layers(path: Path, docs: dict[str, Any] | None = None, _seen: tuple[
     base = Layered(name, {}, {}, Origins(fallback=name), Origins(fallback=name))
     if doc.get("extends") is not None:
         ext = doc["extends"]
-        if not isinstance(ext, str):
-            raise ConfigError(Problem(name, "extends", "must be a file name", "give a path relative to this file"))
+        line = yamlio.line_of(doc, "extends")
+        if not isinstance(ext, str) or not ext.strip():
+            raise ConfigError(Problem(name, "extends", "must be a file name", "give a path relative to this file",
+                                      line))
+        if Path(ext).is_absolute():
+            raise ConfigError(Problem(name, "extends", f"{ext!r} is an absolute path: a recipe may only extend "
+                                      "recipes of its own catalog", "give a path relative to this file", line))
         target = path.parent / ext
+        if root is not None and not os.path.normpath(_identity(target)).startswith(
+                os.path.join(_identity(Path(root)), "")):
+            raise ConfigError(Problem(name, "extends", f"{ext!r} leaves the recipes folder {root}",
+                                      "extend a recipe inside the catalog (copy the file in if needed)", line))
+        chain = (*_seen, _identity(path))
+        if _identity(target) in chain:
+            names = [*_seen, _identity(path), _identity(target)]
+            raise ConfigError(Problem(name, "extends", f"extends itself: {' -> '.join(Path(n).name for n in names)}",
+                                      "break the cycle", line))
         if str(target) not in docs and not target.is_file():
             raise ConfigError(Problem(name, "extends", f"{target} does not exist",
-                                      "name an existing recipe next to this file", yamlio.line_of(doc, "extends")))
+                                      "name an existing recipe next to this file", line))
         target_doc = read(target)
         if is_profile(target_doc):
-            base = resolve_layers(target, docs, (*_seen, name))
+            base = resolve_layers(target, docs, chain, root)
         else:
             if not isinstance(target_doc, dict):
                 raise ConfigError(Problem(str(target), "", "an srt-slurm recipe must be a mapping", ""))

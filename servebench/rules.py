@@ -20,6 +20,7 @@ from .profile import Profile
 FLAGS = ("backend", "vllm_config", "aggregated")
 
 Rule = Callable[[Profile], Iterator[Problem]]
+MAX_CONCURRENCY = 65536
 
 
 def _flag_path(p: Profile, name: str) -> list[str]:
@@ -41,6 +42,10 @@ def concurrency_list(p: Profile) -> Iterator[Problem]:
     bad = [c for c in conc if c <= 0]
     if bad:
         yield _pp(p, ["concurrency"], f"concurrencies must be > 0, got {bad}", "remove them")
+    huge = [c for c in conc if c > MAX_CONCURRENCY]
+    if huge:
+        yield _pp(p, ["concurrency"], f"concurrencies above {MAX_CONCURRENCY} ({huge}) are not a serving point",
+                  f"use at most {MAX_CONCURRENCY}")
     if len(set(conc)) != len(conc):
         dups = sorted({c for c in conc if conc.count(c) > 1})
         yield _pp(p, ["concurrency"], f"duplicate concurrencies {dups}", "list each concurrency once")
@@ -255,6 +260,19 @@ def launch_values(p: Profile) -> Iterator[Problem]:
                       f"(it owns {', '.join(sorted(SRUN_OWN))})", "remove it from srun_options")
 
 
+def model_context(p: Profile) -> Iterator[Problem]:
+    """vLLM refuses a max-model-len above the model's native context (unless forced by an environment switch)."""
+    ctx = p.flags.max_model_len
+    if p.model is None or ctx is None:
+        return
+    native = int(p.model.native_max_context.value)
+    if ctx > native:
+        yield _rp(p, _flag_path(p, "max-model-len"), f"max-model-len {ctx} exceeds {p.model.name}'s native context "
+                  f"{native}; vLLM refuses to start", f"use at most {native}")
+    elif ctx < 1:
+        yield _rp(p, _flag_path(p, "max-model-len"), f"max-model-len {ctx} must be >= 1", f"e.g. {native}")
+
+
 def capacity(p: Profile) -> Iterator[Problem]:
     """The profile must hold its weights while loading, and one full-context request (servebench capacity)."""
     if p.model is None:
@@ -283,6 +301,7 @@ RULES: dict[str, Rule] = {
     "flag-types": flag_types,
     "object-flags": object_flags,
     "launch-values": launch_values,
+    "model-context": model_context,
     "capacity": capacity,
 }
 

@@ -10,6 +10,7 @@ and the view falls back to vLLM's default, so no consumer ever re-parses or rais
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,6 +145,18 @@ class EngineFlags:
                 return default
             return number
 
+        def size(name: str) -> int | None:
+            """vLLM's human-readable integers: 32k = 32000, 32K = 32768 (also m/M, g/G); auto or -1 = derived."""
+            value = flags.get(name)
+            if value is None or str(value).strip() in ("auto", "-1"):
+                return None
+            m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgKMG]?)", str(value).strip()) if not isinstance(value, bool) else None
+            if m is None:
+                errors[flags.key(name)] = f"--{name} takes a whole number or a size like 32k, got {value!r}"
+                return None
+            scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2)]
+            return int(float(m.group(1)) * scale)
+
         parsed: dict[str, dict] = {}
         for key, value in flags.raw.items():
             name = canonical(key)
@@ -180,7 +193,7 @@ class EngineFlags:
             flags=flags, tp=tp, dp=dp, pp=pp, expert_parallel=flags.on("enable-expert-parallel"),
             dp_given=flags.has("data-parallel-size"),
             max_num_seqs=integer("max-num-seqs", None), max_num_batched_tokens=integer("max-num-batched-tokens", None),
-            max_model_len=integer("max-model-len", None), enforce_eager=flags.on("enforce-eager"),
+            max_model_len=size("max-model-len"), enforce_eager=flags.on("enforce-eager"),
             speculative_tokens=k, capture=_capture_sizes(flags, parsed, errors), kv_transfer=kv, offload=offload,
             json=parsed, errors=errors)
 

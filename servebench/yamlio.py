@@ -22,21 +22,70 @@ class _Lines(dict):
     lines: dict[str, int]
 
 
+# A recipe is a few hundred values; aliases may share a node many times, but the document they expand to
+# (what merging, dumping and hashing walk) stays below this many values.
+MAX_EXPANDED_VALUES = 100_000
+
+
 class _StrictLoader(yaml.SafeLoader):
-    pass
+    def get_single_data(self):
+        node = self.get_single_node()
+        if node is None:
+            return None
+        size = _expanded_size(node, {})
+        if size > MAX_EXPANDED_VALUES:
+            raise _TooLarge(size)
+        return self.construct_document(node)
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """Values the document has once every alias is expanded (memoised per node, so linear in the file)."""
+    if id(node) in memo:
+        return memo[id(node)]
+    if isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(v, memo) for v in node.value)
+    else:
+        size = 1
+    memo[id(node)] = size = min(size, 10 * MAX_EXPANDED_VALUES)
+    return size
+
+
+class _TooLarge(Exception):
+    def __init__(self, size: int):
+        self.size = size
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
+    """Keys written twice are an error; keys a merge key (``<<: *defaults``) brought in may be overridden."""
+    explicit = [pair for pair in node.value if pair[0].tag != "tag:yaml.org,2002:merge"]
     loader.flatten_mapping(node)
+    merged = node.value[:len(node.value) - len(explicit)]
     out = _Lines()
     out.lines = {}
-    for key_node, value_node in node.value:
+    for key_node, value_node in merged:
         key = loader.construct_object(key_node, deep=True)
-        if key in out:
-            raise _DuplicateKey(str(key), out.lines[key], key_node.start_mark.line + 1)
+        out[key] = loader.construct_object(value_node, deep=True)
+        out.lines[key] = key_node.start_mark.line + 1
+    seen: dict = {}
+    for key_node, value_node in node.value[len(merged):]:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            raise _BadKey(key_node.start_mark.line + 1) from None
+        if key in seen:
+            raise _DuplicateKey(str(key), seen[key], key_node.start_mark.line + 1)
+        seen[key] = key_node.start_mark.line + 1
         out[key] = loader.construct_object(value_node, deep=True)
         out.lines[key] = key_node.start_mark.line + 1
     return out
+
+
+class _BadKey(Exception):
+    def __init__(self, line: int):
+        self.line = line
 
 
 class _DuplicateKey(Exception):
@@ -62,6 +111,14 @@ def parse(text: str, label: str) -> Any:
                 line=dup.again,
             )
         ) from None
+    except _TooLarge as big:
+        raise ConfigError(Problem(label, "", f"aliases expand this document to more than {MAX_EXPANDED_VALUES} "
+                                  f"values ({big.size} or more)", "write the values out, or alias less")) from None
+    except _BadKey as bad:
+        raise ConfigError(Problem(label, "", "a mapping key is itself a list or mapping", "use a plain key",
+                                  line=bad.line)) from None
+    except RecursionError:
+        raise ConfigError(Problem(label, "", "nested too deeply", "flatten the structure")) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         raise ConfigError(

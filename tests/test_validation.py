@@ -114,6 +114,15 @@ CASES = [
     ("flag-value-like-option", "base.yaml", "served-model-name: moonshotai/Kimi-K3",
      "served-model-name: --trust-remote-code", "starts with '-'", "base.yaml",
      "backend.vllm_config.aggregated.served-model-name"),
+    ("context-too-long", "tp.yaml", "gpu-memory-utilization: 0.92", "gpu-memory-utilization: 0.92\n        "
+     "max-model-len: 2M", "exceeds kimi-k3's native context", "tp.yaml",
+     "recipe.backend.vllm_config.aggregated.max-model-len"),
+    ("concurrency-huge", "tp.yaml", "[1, 2, 4, 8]", "[1, 2, 4, 8000000]", "concurrencies above 65536", "tp.yaml",
+     "profile.concurrency"),
+    ("attempts-bound", "base.yaml", "  max_attempts: 2160", "  max_attempts: 99999999999", "less than or equal to "
+     "100000", "base.yaml", "health_check.max_attempts"),
+    ("duration-bound", "_agentx.yaml", "duration_s: 3600", "duration_s: -5", "greater than 0", "_agentx.yaml",
+     "profile.load.duration_s"),
     ("wrong-type", "base.yaml", "  max_attempts: 2160", "  max_attempts: lots", "valid integer", "base.yaml",
      "health_check.max_attempts"),
 ]
@@ -153,6 +162,43 @@ def test_extends_cycle_and_missing_base(recipes):
     edit(recipes / G / "_agentx.yaml", "extends: tp.yaml", "extends: nowhere.yaml")
     found = problems(recipes)
     assert any("nowhere.yaml does not exist" in p.message and p.key == "extends" for p in found)
+
+
+@pytest.mark.parametrize("target, fragment", [
+    ("../gb200/../gb200/tp.yaml", "extends itself: tp.yaml -> _agentx.yaml -> tp.yaml"),
+    ("/etc/passwd", "is an absolute path"),
+    ("../../../outside.yaml", "leaves the recipes folder"),
+])
+def test_extends_stays_in_the_catalog(recipes, target, fragment):
+    (recipes.parent / "outside.yaml").write_text("slurm: {}\n")
+    edit(recipes / G / "_agentx.yaml", "extends: base.yaml", f"extends: {target}")
+    found = [p for p in problems(recipes) if fragment in p.message]
+    lines = (recipes / G / "_agentx.yaml").read_text().splitlines()
+    assert found and all(p.key == "extends" and lines[p.line - 1].startswith("extends:") for p in found), \
+        problems(recipes)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9)
+                                              + "]\n" for i in range(8)), "aliases expand this document"),
+    ("? [1, 2]\n: 3\n", "a mapping key is itself a list or mapping"),
+    ("[" * 3000, "nested too deeply"),
+    ("x:\n  <<: {a: 1}\n  b: 1\n  b: 2\n", "duplicate key"),
+])
+def test_yaml_is_bounded(text, fragment):
+    """An alias bomb is refused while parsing (before: it passed validation, then hung render and the fingerprint)."""
+    from servebench import yamlio
+    with pytest.raises(ConfigError) as err:
+        yamlio.parse(text, "x.yaml")
+    assert fragment in str(err.value) and "Traceback" not in str(err.value)
+
+
+def test_yaml_merge_keys_are_accepted(recipes):
+    """`<<: *defaults` followed by an override is valid YAML: the override wins, no duplicate-key error."""
+    edit(recipes / G / "tp.yaml", "profile:\n  name: tp\n", "profile:\n  <<: {name: tq, stop_grace_s: 5}\n  name: tp\n")
+    assert problems(recipes) == []
+    tp = [p for p in Catalog.load(recipes).profiles if p.file.endswith("tp.yaml")][0]
+    assert (tp.spec.name, tp.spec.stop_grace_s) == ("tp", 5)
 
 
 def test_base_problem_reported_once(recipes):

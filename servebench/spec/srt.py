@@ -43,18 +43,18 @@ class IdentitySection(_Strict):
 
 class ResourcesSection(_Strict):
     gpu_type: str
-    gpus_per_node: StrictInt = 4
-    prefill_nodes: StrictInt | None = None
-    decode_nodes: StrictInt | None = None
-    prefill_workers: StrictInt | None = None
-    decode_workers: StrictInt | None = None
-    agg_nodes: StrictInt | None = None
-    agg_workers: StrictInt | None = None
+    gpus_per_node: StrictInt = Field(4, ge=1, le=64)
+    prefill_nodes: StrictInt | None = Field(None, ge=1, le=4096)
+    decode_nodes: StrictInt | None = Field(None, ge=1, le=4096)
+    prefill_workers: StrictInt | None = Field(None, ge=1, le=4096)
+    decode_workers: StrictInt | None = Field(None, ge=1, le=4096)
+    agg_nodes: StrictInt | None = Field(None, ge=1, le=4096)
+    agg_workers: StrictInt | None = Field(None, ge=1, le=4096)
     spread_workers: StrictBool = False
     het_jobs: StrictBool | None = None
-    gpus_per_prefill: StrictInt | None = None
-    gpus_per_decode: StrictInt | None = None
-    gpus_per_agg: StrictInt | None = None
+    gpus_per_prefill: StrictInt | None = Field(None, ge=1, le=262144)
+    gpus_per_decode: StrictInt | None = Field(None, ge=1, le=262144)
+    gpus_per_agg: StrictInt | None = Field(None, ge=1, le=262144)
 
     @property
     def aggregated(self) -> bool:
@@ -82,8 +82,8 @@ class SlurmSection(_Strict):
 
 
 class HealthCheckSection(_Strict):
-    max_attempts: StrictInt = 180
-    interval_seconds: StrictInt = 10
+    max_attempts: StrictInt = Field(180, ge=1, le=100_000)
+    interval_seconds: StrictInt = Field(10, ge=1, le=3600)
 
     @property
     def timeout_seconds(self) -> int:
@@ -92,7 +92,7 @@ class HealthCheckSection(_Strict):
 
 class InfraSection(_Strict):
     etcd_nats_dedicated_node: StrictBool = False
-    nats_max_payload_mb: StrictInt | None = None
+    nats_max_payload_mb: StrictInt | None = Field(None, ge=1, le=64)
 
 
 class DynamoSection(_Strict):

@@ -66,14 +66,14 @@ class Gates(_Strict):
 class TraceShape(_Strict):
     """Shape of the generated agentic sessions (``dataset: generated``); see servebench.load.traces."""
 
-    sessions_per_concurrency: StrictInt = Field(20, gt=0, description="sessions in the file per live session")
-    turns: StrictInt = Field(4, ge=2)
-    system_words: StrictInt = Field(300, ge=0)
-    user_words: StrictInt = Field(40, gt=0)
-    tool_words: StrictInt = Field(60, ge=0)
-    assistant_words: StrictInt = Field(30, ge=0)
-    output_tokens: StrictInt = Field(32, gt=0)
-    think_ms: StrictInt = Field(500, ge=0)
+    sessions_per_concurrency: StrictInt = Field(20, gt=0, le=10_000, description="sessions in the file per live session")
+    turns: StrictInt = Field(4, ge=2, le=1000)
+    system_words: StrictInt = Field(300, ge=0, le=1_000_000)
+    user_words: StrictInt = Field(40, gt=0, le=1_000_000)
+    tool_words: StrictInt = Field(60, ge=0, le=1_000_000)
+    assistant_words: StrictInt = Field(30, ge=0, le=1_000_000)
+    output_tokens: StrictInt = Field(32, gt=0, le=1_000_000)
+    think_ms: StrictInt = Field(500, ge=0, le=3_600_000)
     subagent_rate: float = Field(0.2, ge=0, le=1)
 
 
@@ -83,11 +83,11 @@ class LoadSection(_Strict):
     dataset: str = Field("generated", description="'generated' (servebench's agentic sessions) or an AIPerf "
                                                   "--public-dataset name, e.g. semianalysis_cc_traces_weka_062126")
     trace: TraceShape = TraceShape()
-    duration_s: StrictInt = Field(3600, gt=0)
-    warmup_grace_s: StrictInt = Field(1800, ge=0)
-    idle_gap_cap_s: StrictInt = Field(300, gt=0)
-    idle_wait_s: StrictInt = Field(1800, gt=0, description="max wait for idle engines before a point")
-    seed: StrictInt = 42
+    duration_s: StrictInt = Field(3600, gt=0, le=7 * 86400)
+    warmup_grace_s: StrictInt = Field(1800, ge=0, le=86400)
+    idle_gap_cap_s: StrictInt = Field(300, gt=0, le=86400)
+    idle_wait_s: StrictInt = Field(1800, gt=0, le=86400, description="max wait for idle engines before a point")
+    seed: StrictInt = Field(42, ge=0, le=2**32 - 1)
     burst_phase_starts: StrictBool = False
 
 
@@ -96,7 +96,7 @@ class ProfileSection(_Strict):
     model: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
     cluster: str
     description: str = ""
-    concurrency: list[StrictInt]
+    concurrency: list[StrictInt] = Field(max_length=256)
     layout: Layout
     labels: Labels = Labels()
     gates: Gates = Gates()
