@@ -15,6 +15,7 @@ from pathlib import Path
 import jsonschema
 
 from .report import load_points
+from .result import load_json
 from .yamlio import write_atomic
 
 
@@ -22,15 +23,25 @@ def schema() -> dict:
     return json.loads(resources.files("servebench").joinpath("schemas/baseline.schema.json").read_text())
 
 
-def make(results_dir: Path, cluster: str | None = None) -> dict:
-    points, _ = load_points(results_dir)
+def make(results_dir: Path, cluster: str | None = None, dropped: dict[str, str] | None = None) -> dict:
+    """The baseline of a results folder; ``dropped`` receives each file or point left out and why."""
+    dropped = {} if dropped is None else dropped
+    points, rejected = load_points(results_dir)
+    dropped.update(rejected)
     clusters = sorted({r.identity.cluster for r in points})
     if cluster is None:
         if len(clusters) != 1:
             raise ValueError(f"{results_dir} holds results of {clusters or 'no'} cluster(s); pass --cluster")
         cluster = clusters[0]
-    chosen = [r for r in points if r.identity.cluster == cluster
-              and r.throughput.output_tps_per_gpu and r.requests.successful]
+    chosen = []
+    for r in points:
+        name = f"{r.identity.case_id}.json"
+        if r.identity.cluster != cluster:
+            dropped[name] = f"cluster {r.identity.cluster}, not {cluster}"
+        elif not r.throughput.output_tps_per_gpu or not r.requests.successful:
+            dropped[name] = "no successful requests / no throughput to hold later runs to"
+        else:
+            chosen.append(r)
     return {"schema_version": 1, "cluster": cluster, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "source": str(results_dir),
             "points": {r.identity.case_id: {"output_tps_per_gpu": r.throughput.output_tps_per_gpu,
@@ -39,15 +50,17 @@ def make(results_dir: Path, cluster: str | None = None) -> dict:
 
 
 def write(data: dict, path: Path) -> None:
+    if Path(path).is_dir():
+        raise ValueError(f"--out {path}: a folder; give the baseline file's name, e.g. {Path(path) / 'baseline.json'}")
     jsonschema.validate(data, schema())
     write_atomic(Path(path), json.dumps(data, indent=1) + "\n")
 
 
 def load(path: Path) -> dict:
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as err:
-        raise ValueError(f"--baseline {path}: cannot read it ({err}); write one with `servebench baseline`") from err
+        data = load_json(path)
+    except ValueError as err:
+        raise ValueError(f"--baseline {err}; write one with `servebench baseline`") from None
     errors = list(jsonschema.Draft202012Validator(schema()).iter_errors(data))
     if errors:
         raise ValueError(f"--baseline {path}: {errors[0].message} at {'/'.join(map(str, errors[0].absolute_path))}")

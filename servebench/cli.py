@@ -120,9 +120,15 @@ def cmd_report(args) -> int:
     """Plots, offload A/B, markdown and CSV from <results>/points/*.json."""
     from . import report
 
-    rep = report.write(Path(args.results), Path(args.out) if args.out else None)
+    try:
+        rep = report.write(Path(args.results), Path(args.out) if args.out else None)
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return 2
     for name, why in sorted(rep.rejected.items()):
-        print(f"{args.results}/points/{name}: rejected: {why}", file=sys.stderr)
+        print(f"{args.results}/points/{name}: skipped: {why}", file=sys.stderr)
+    if not rep.points:
+        print(f"{args.results}/points: no valid result file in it", file=sys.stderr)
     print("\n".join(str(f) for f in rep.files))
     return 0 if rep.points else 1
 
@@ -131,13 +137,17 @@ def cmd_baseline(args) -> int:
     """Write a baseline file (accepted output tok/s per GPU per point) from a results directory."""
     from . import baseline
 
+    dropped: dict[str, str] = {}
     try:
-        data = baseline.make(Path(args.results), args.cluster)
+        data = baseline.make(Path(args.results), args.cluster, dropped)
+        baseline.write(data, Path(args.out))
     except ValueError as err:
         print(err, file=sys.stderr)
-        return 1
-    baseline.write(data, Path(args.out))
-    print(f"{args.out}: {len(data['points'])} point(s) of cluster {data['cluster']}")
+        return 2
+    for name, why in sorted(dropped.items()):
+        print(f"{args.results}/points/{name}: dropped: {why}", file=sys.stderr)
+    print(f"{args.out}: {len(data['points'])} point(s) of cluster {data['cluster']}"
+          + (f", {len(dropped)} file(s) dropped (above)" if dropped else ""))
     return 0 if data["points"] else 1
 
 

@@ -35,9 +35,23 @@ class Report:
         return {r.identity.case_id: verdict_text(r) for r in self.points}
 
 
+def points_folder(results_dir: Path) -> Path:
+    """``<results>/points``; ValueError (one line) when results_dir is not a servebench results folder."""
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise ValueError(f"{results_dir}: no such folder" if not results_dir.exists()
+                         else f"{results_dir}: a file, not a results folder")
+    points = results_dir / "points"
+    if not points.is_dir():
+        raise ValueError(f"{results_dir}: no points/ folder in it; give the folder a benchmark session wrote "
+                         "(--results-dir, default results/)")
+    return points
+
+
 def load_points(results_dir: Path) -> tuple[list[PointResult], dict[str, str]]:
+    """Every readable result of a results folder, and the files set aside with the reason (one line each)."""
     points, rejected = [], {}
-    for path in sorted((Path(results_dir) / "points").glob("*.json")):
+    for path in sorted(points_folder(results_dir).glob("*.json")):
         try:
             points.append(read(path))
         except ValueError as err:
@@ -200,8 +214,10 @@ def write(results_dir: Path, out_dir: Path | None = None, only: set[str] | None 
     """Write the report; ``only`` limits it to these case ids (the end of a session reports its own points)."""
     results_dir = Path(results_dir)
     out = Path(out_dir) if out_dir else results_dir / "report"
-    out.mkdir(parents=True, exist_ok=True)
     points, rejected = load_points(results_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: a file; the report is a folder (report.md, points.csv, plots)")
+    out.mkdir(parents=True, exist_ok=True)
     if only is not None:
         points = [r for r in points if r.identity.case_id in only]
         rejected = {k: v for k, v in rejected.items() if k.removesuffix(".json") in only}

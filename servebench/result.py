@@ -285,14 +285,28 @@ def parse(data: Any) -> PointResult:
     return PointResult.model_validate(upgrade(data))
 
 
-def read(path: Path) -> PointResult:
-    """A result file; ValueError (one line: the file and what is wrong) if it is not a valid result."""
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not a JSON number (servebench writes null for a value it could not measure)")
+
+
+def load_json(path: Path) -> Any:
+    """Strict JSON from a file (NaN/Infinity refused); ValueError naming the file and what is wrong."""
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise ValueError(f"{path}: a dangling symlink or a symlink loop")
+    if path.is_dir():
+        raise ValueError(f"{path}: a folder, not a file")
     try:
-        data = json.loads(Path(path).read_text())
+        return json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constants)
     except (OSError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: cannot read it ({err})") from None
     except ValueError as err:
         raise ValueError(f"{path}: not JSON ({err})") from None
+
+
+def read(path: Path) -> PointResult:
+    """A result file; ValueError (one line: the file and what is wrong) if it is not a valid result."""
+    data = load_json(path)
     found = problems(data)
     if found:
         raise ValueError(f"{path}: not a servebench result ({'; '.join(found[:3])})")

@@ -48,6 +48,12 @@ class ServebenchSession:
                 self.baseline = load_baseline(Path(self.baseline_file))
             except ValueError as err:
                 raise pytest.UsageError(str(err)) from None
+        reuse = config.getoption("--reuse-results")
+        if reuse:
+            try:   # a points file that is bad is skipped (and the point runs); a folder that is not one stops here
+                report_mod.points_folder(Path(reuse))
+            except ValueError as err:
+                raise pytest.UsageError(f"--reuse-results {err}") from None
         self._catalog: Catalog | None = None
         self.merged: dict | None = None
         self.summary_path: Path | None = None

@@ -100,8 +100,91 @@ def test_invalid_result_files_are_listed_not_plotted(tmp_path, catalog):
     (d / "points" / "torn.json").write_text("{")
     res = run_cli("report", d)
     assert res.returncode == 1                            # nothing valid to report
-    assert "kimi-k3-gb200-dep-c64.json: rejected: not a servebench result (throughput: Field required)" in res.stderr
-    assert "torn.json: rejected: not JSON" in res.stderr
+    assert "kimi-k3-gb200-dep-c64.json: skipped: not a servebench result (throughput: Field required)" in res.stderr
+    assert "torn.json: skipped: not JSON" in res.stderr
+
+
+def bad_files(tmp_path) -> Path:
+    """A results folder with one good point and every kind of bad file next to it."""
+    d = tmp_path / "bad"
+    shutil.copytree(LOCAL, d)
+    pts = d / "points"
+    good = (pts / "tiny-llama-cpu-vllm-c1.json").read_text()
+    for name in ("tiny-llama-cpu-vllm-c4", "tiny-llama-cpu-dynamo-c2", "tiny-llama-cpu-dynamo-c4"):
+        (pts / f"{name}.json").unlink()
+    (pts / "torn.json").write_text("{")
+    (pts / "nan.json").write_text(good.replace('"output_tps_per_gpu": ', '"output_tps_per_gpu": NaN, "x": ', 1))
+    (pts / "inf.json").write_text(good.replace('"output_tps_per_gpu": ', '"output_tps_per_gpu": Infinity, "x": ', 1))
+    (pts / "schema.json").write_text('{"schema_version": 2}')
+    (pts / "loop1.json").symlink_to("loop2.json")
+    (pts / "loop2.json").symlink_to("loop1.json")
+    (pts / "dangling.json").symlink_to(tmp_path / "nowhere.json")
+    (pts / "dir.json").mkdir()
+    (pts / "latin1.json").write_bytes(b'{"a": "\xe9"}')
+    return d
+
+
+WHY = {"torn.json": "not JSON", "nan.json": "NaN is not a JSON number", "inf.json": "Infinity is not a JSON number",
+       "schema.json": "not a servebench result", "loop1.json": "symlink loop", "loop2.json": "symlink loop",
+       "dangling.json": "a dangling symlink", "dir.json": "a folder, not a file", "latin1.json": "cannot read it"}
+
+
+def test_report_and_baseline_skip_each_bad_file_with_one_line(tmp_path):
+    d = bad_files(tmp_path)
+    rep = run_cli("report", d, "--out", tmp_path / "rep")
+    base = run_cli("baseline", d, "--out", tmp_path / "b.json")
+    assert rep.returncode == 0 and base.returncode == 0, rep.stderr + base.stderr
+    for res, verb in ((rep, "skipped"), (base, "dropped")):
+        assert "Traceback" not in res.stderr
+        lines = res.stderr.splitlines()
+        for name, why in WHY.items():
+            assert [ln for ln in lines if f"points/{name}: {verb}: " in ln and why in ln], (name, res.stderr)
+    assert "1 point(s) of cluster local-cpu, 9 file(s) dropped" in base.stdout
+    assert list(json.loads((tmp_path / "b.json").read_text())["points"]) == ["tiny-llama-cpu-vllm-c1"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["report", "{tmp}/missing"], "missing: no such folder"),
+    (["report", "{tmp}/empty"], "empty: no points/ folder in it"),
+    (["report", "{tmp}/afile"], "afile: a file, not a results folder"),
+    (["report", "{local}", "--out", "{tmp}/afile"], "--out {tmp}/afile: a file; the report is a folder"),
+    (["baseline", "{local}", "--out", "{tmp}"], "--out {tmp}: a folder; give the baseline file's name"),
+    (["baseline", "{tmp}/empty", "--out", "{tmp}/b.json"], "empty: no points/ folder in it"),
+])
+def test_folders_that_are_not_results_stop_with_one_line(tmp_path, args, message):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "afile").write_text("x")
+    fill = {"tmp": str(tmp_path), "local": str(LOCAL)}
+    res = run_cli(*[a.format(**fill) for a in args])
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [l for l in res.stderr.strip().splitlines() if message.format(**fill) in l]
+
+
+def test_empty_points_folder_reports_nothing_valid(tmp_path):
+    (tmp_path / "r" / "points").mkdir(parents=True)
+    res = run_cli("report", tmp_path / "r")
+    assert res.returncode == 1 and "no valid result file in it" in res.stderr
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"schema_version": 1, "points": NaN}', "NaN is not a JSON number"),
+    ("[", "not JSON"),
+    (None, "a folder, not a file"),
+])
+def test_bad_baseline_files_stop_the_run_with_one_line(tmp_path, text, message):
+    path = tmp_path / "b.json"
+    path.mkdir() if text is None else path.write_text(text)
+    with pytest.raises(ValueError, match=message) as err:
+        baseline.load(path)
+    assert len(str(err.value).splitlines()) == 1
+
+
+def test_reuse_from_a_folder_that_is_not_results_stops_before_anything_runs(pytester):
+    copy_suite(pytester.path)
+    res = pytester.runpytest("--import-mode=importlib", "benchmarks", "-m", "local", "--reuse-results",
+                             str(pytester.path / "nowhere"))
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*--reuse-results *nowhere: no such folder*"])
 
 
 def test_report_shows_the_stored_verdict_never_a_new_one(tmp_path, catalog):
