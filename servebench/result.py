@@ -112,7 +112,12 @@ class Latency(_Part):
 class Concurrency(_Part):
     target: int
     effective_avg: float | None
-    ratio: float | None
+    ratio: float | None = Field(description="effective / target")
+    trace_allowed: float | None = Field(None, description="what the trace lets the target keep in flight: target "
+                                        "x mean e2e / (mean e2e + mean think gap between turns)")
+    ratio_of_allowed: float | None = Field(None, description="effective / trace_allowed")
+    issue_latency_ms: Dist | None = Field(None, description="AIPerf's credit-to-start latency: how late the client "
+                                          "sent each request after the schedule allowed it (the client's own load)")
 
 
 class PromptShares(_Part):

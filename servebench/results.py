@@ -61,6 +61,32 @@ def read_records(artifact_dir: Path) -> list[dict]:
     return out
 
 
+def trace_busy_fraction(records: list[dict]) -> float | None:
+    """How much of a session's time the trace lets it have a request in flight: mean e2e / (mean e2e + mean
+    think gap), the gap being from one turn's response to the next turn's credit (the trace's delay as AIPerf
+    replayed it). With think time between turns, a load of N sessions keeps only N x this fraction in flight
+    however fast the client is."""
+    turns: dict[str, list[dict]] = {}
+    e2e = []
+    for r in records:
+        m = r.get("metadata", {})
+        if m.get("request_start_ns") is None or m.get("request_end_ns") is None:
+            continue
+        e2e.append(m["request_end_ns"] - m["request_start_ns"])
+        turns.setdefault(str(m.get("x_correlation_id") or m.get("conversation_id")), []).append(m)
+    gaps = []
+    for session in turns.values():
+        session.sort(key=lambda m: m.get("turn_index", 0))
+        for prev, nxt in zip(session, session[1:]):
+            if nxt.get("credit_issued_ns") is not None:
+                gaps.append(max(0, nxt["credit_issued_ns"] - prev["request_end_ns"]))
+    if not e2e:
+        return None
+    busy = sum(e2e) / len(e2e)
+    think = sum(gaps) / len(gaps) if gaps else 0.0
+    return busy / (busy + think) if busy + think > 0 else None
+
+
 def build(point: Point, *, run_id: str, artifact_dir: Path, aiperf_exit_code: int | None,
           versions: dict[str, str], before: Snapshot | None, after: Snapshot | None,
           idle_wait_s: float | None, started_at: str, finished_at: str, logs: list[str]) -> PointResult:
@@ -92,6 +118,8 @@ def build(point: Point, *, run_id: str, artifact_dir: Path, aiperf_exit_code: in
     itl = _dist(summary, "inter_token_latency")
     eff = _stat(summary, "effective_concurrency")
     ratio = (eff / point.concurrency) if eff is not None else None
+    busy = trace_busy_fraction(prof_recs)
+    allowed = point.concurrency * busy if busy is not None else None
 
     server = None
     token_ratio = None
@@ -135,7 +163,11 @@ def build(point: Point, *, run_id: str, artifact_dir: Path, aiperf_exit_code: in
         },
         "latency_ms": {"ttft": _dist(summary, "time_to_first_token"), "itl": itl,
                        "e2e": _dist(summary, "request_latency")},
-        "concurrency": {"target": point.concurrency, "effective_avg": eff, "ratio": ratio},
+        "concurrency": {"target": point.concurrency, "effective_avg": eff, "ratio": ratio,
+                        "trace_allowed": allowed,
+                        "ratio_of_allowed": (eff / allowed) if eff is not None and allowed else None,
+                        "issue_latency_ms": {s: _stat(summary, "credit_to_start_latency", s)
+                                             for s in ("avg", "p50", "p90", "p99")}},
         "server": server,
         "output_token_ratio": token_ratio,
     })

@@ -56,15 +56,30 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                                     f"{base['output_tps_per_gpu']:.1f} x (1 - {tol:.0%}) = {floor_b:.1f} "
                                     f"(run {base['run_id']}; profile.gates.baseline_tolerance){note}"))
 
-    ratio = conc.ratio
-    bound = ratio is None or ratio < g.min_concurrency_ratio
-    checks.append(Check(name="concurrency", ok=not bound or g.allow_client_bound,
-                        message=f"client-bound: effective concurrency {_num(conc.effective_avg)} of target "
-                                f"{conc.target} ({_pct(ratio)} < {g.min_concurrency_ratio:.0%}); the load generator, "
-                                "not the server, limited this point (set profile.gates.allow_client_bound to report "
-                                "it without failing)"))
+    checks.append(client_bound(conc, g))
     return Verdict(passed=all(c.ok for c in checks), checks=checks, baseline=baseline_file,
                    judged_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def client_bound(conc, g) -> Check:
+    """Was the load generator, not the server, the limit? The client's own evidence decides: AIPerf's credit-to-start
+    latency (how late it sent requests after their schedule). Effective concurrency is reported against what the
+    trace allows (think time between turns bounds it however fast the server is), and is the fallback evidence
+    for results without the latency."""
+    issue = (conc.issue_latency_ms.p99 if conc.issue_latency_ms else None)
+    allowed = f"; the trace allows {_num(conc.trace_allowed)} in flight" if conc.trace_allowed else ""
+    where = f"effective concurrency {_num(conc.effective_avg)} of target {conc.target}{allowed}"
+    if issue is not None:
+        ok = issue <= g.max_issue_latency_ms
+        message = (f"client-bound: AIPerf sent requests up to {issue:.1f} ms (p99) after their schedule "
+                   f"(> {g.max_issue_latency_ms:g} ms, profile.gates.max_issue_latency_ms); {where}")
+    else:
+        ratio = conc.ratio_of_allowed if conc.ratio_of_allowed is not None else conc.ratio
+        ok = ratio is not None and ratio >= g.min_concurrency_ratio
+        message = (f"client-bound: {where} ({_pct(ratio)} of {'what the trace allows' if conc.ratio_of_allowed else 'target'}"
+                   f" < {g.min_concurrency_ratio:.0%}) and no issue latency from AIPerf to say otherwise")
+    return Check(name="concurrency", ok=ok or g.allow_client_bound,
+                 message=message + " (set profile.gates.allow_client_bound to report it without failing)")
 
 
 def _pct(x: float | None) -> str:

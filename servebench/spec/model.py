@@ -4,9 +4,9 @@ or the reasoning of its estimate."""
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 BYTES_PER_PARAM = {"mxfp4": 0.53125, "fp4": 0.53125, "nvfp4": 0.5625, "fp8": 1.0, "int8": 1.0,
                    "bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "float32": 4.0, "auto": None}
@@ -17,7 +17,7 @@ class _Strict(BaseModel):
 
 
 class Number(_Strict):
-    value: float
+    value: float = Field(ge=0, allow_inf_nan=False)
     source: str | None = None
     estimate: str | None = None
 
@@ -32,9 +32,18 @@ class Derived(_Strict):
     derived: str
 
 
+def _known_precision(value: str) -> str:
+    if not isinstance(value, str) or BYTES_PER_PARAM.get(value.lower()) is None:
+        raise ValueError(f"unknown precision {value!r} (known: {', '.join(sorted(k for k, v in BYTES_PER_PARAM.items() if v))})")
+    return value
+
+
+KnownPrecision = Annotated[str, AfterValidator(_known_precision)]
+
+
 class Precision(_Strict):
-    experts: str
-    non_expert: str
+    experts: KnownPrecision
+    non_expert: KnownPrecision
 
 
 class Attention(_Strict):
@@ -45,11 +54,21 @@ class Attention(_Strict):
     kv_heads: Number | None = None
     head_dim: Number | None = None
 
+    @model_validator(mode="after")
+    def _complete(self) -> "Attention":
+        need = ("kv_lora_rank", "qk_rope_head_dim") if self.type == "mla" else ("kv_heads", "head_dim")
+        missing = [n for n in need if getattr(self, n) is None]
+        if missing:
+            raise ValueError(f"{self.type} attention needs {' and '.join(missing)}")
+        if self.type == "gqa" and self.kv_heads.value < 1:
+            raise ValueError("kv_heads must be >= 1")
+        return self
+
 
 class Draft(_Strict):
     name: str
     params: Number
-    precision: str = "bf16"
+    precision: KnownPrecision = "bf16"
 
 
 class ModelSpec(_Strict):
@@ -66,6 +85,12 @@ class ModelSpec(_Strict):
     native_max_context: Number
     load_transient_expert_fraction: Number | None = None
     draft_model: Draft | None = None
+
+    @model_validator(mode="after")
+    def _experts_known(self) -> "ModelSpec":
+        if isinstance(self.expert_params, Derived) and self.checkpoint_bytes is None and self.total_params is None:
+            raise ValueError("expert_params is derived but neither checkpoint_bytes nor total_params is given")
+        return self
 
     @property
     def expert_params_value(self) -> float:

@@ -11,9 +11,14 @@ The srt-slurm part stays pure srt-slurm, so the effective recipe can be handed t
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
+
+
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+EnvName = Annotated[str, StringConstraints(pattern=_ENV_NAME)]
+OneLine = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]*$")]   # no newline, CR, NUL, ...
 
 
 class _Strict(BaseModel):
@@ -53,7 +58,10 @@ class Gates(_Strict):
     live_error_rate: float | None = Field(None, ge=0, le=1, description="abort the run early above this")
     min_output_tps_per_gpu: dict[StrictInt, float] = Field(
         default_factory=dict, description="throughput floor per concurrency, output tok/s per GPU")
-    min_concurrency_ratio: float = Field(0.9, gt=0, le=1)
+    min_concurrency_ratio: float = Field(0.9, gt=0, le=1, description="without the client's issue latency: "
+                                         "effective concurrency must reach this share of what the trace allows")
+    max_issue_latency_ms: float = Field(50.0, gt=0, le=60_000, description="client-bound when AIPerf's p99 "
+                                        "credit-to-start latency (request sent after its schedule) exceeds this")
     allow_client_bound: StrictBool = False
     baseline_tolerance: float = Field(
         0.45, ge=0, lt=1, description="with --baseline: allowed drop of output tok/s per GPU (README: run-to-run noise)")
@@ -109,10 +117,10 @@ class ProfileSection(_Strict):
 
 
 class SlurmAccess(_Strict):
-    partition: str | None = None
-    account: str | None = None
+    partition: OneLine | None = None
+    account: OneLine | None = None
     pyxis: StrictBool = False
-    gres: str = "gpu"
+    gres: OneLine = "gpu"
     drop: list[str] = Field(default_factory=list, description="recipe sbatch_directives / srun_options this "
                             "cluster cannot honour (a stand-in's small nodes, no pyxis); dropped and reported")
 
@@ -127,23 +135,23 @@ class Network(_Strict):
 class Infra(_Strict):
     """Where etcd and NATS come from when the cluster's discovery is etcd (the model image may not carry them)."""
 
-    image: str | None = Field(None, description="pyxis: run etcd/NATS in this image instead of the recipe's")
-    etcd: list[str] = Field(["etcd"], description="argv prefix of etcd on the head node")
-    nats_server: list[str] = Field(["nats-server"], description="argv prefix of nats-server on the head node")
+    image: OneLine | None = Field(None, description="pyxis: run etcd/NATS in this image instead of the recipe's")
+    etcd: list[OneLine] = Field(["etcd"], description="argv prefix of etcd on the head node")
+    nats_server: list[OneLine] = Field(["nats-server"], description="argv prefix of nats-server on the head node")
 
 
 class Runtime(_Strict):
     """How server processes are started on this cluster's nodes."""
 
-    python: str = Field("python3", description="interpreter for dynamo.frontend / dynamo.vllm (relative = repo)")
-    vllm_serve: list[str] = Field(["vllm", "serve"], description="argv prefix of a plain vLLM server")
+    python: OneLine = Field("python3", description="interpreter for dynamo.frontend / dynamo.vllm (relative = repo)")
+    vllm_serve: list[OneLine] = Field(["vllm", "serve"], description="argv prefix of a plain vLLM server")
     discovery: Literal["etcd", "file"] = Field(
         "etcd", description="Dynamo discovery: etcd + NATS on the head node, or a shared directory")
-    environment: dict[str, str | None] = Field(
+    environment: dict[EnvName, OneLine | None] = Field(
         default_factory=dict, description="added to every server process; null unsets a variable")
-    node_environment: list[dict[str, str]] = Field(
+    node_environment: list[dict[EnvName, OneLine]] = Field(
         default_factory=list, description="per node rank: added to that node's worker (e.g. CPU core binding)")
-    model_paths: dict[str, str] = Field(
+    model_paths: dict[str, OneLine] = Field(
         default_factory=dict, description="recipe model.path alias -> directory on the nodes")
     container_model_dir: str = "/model"
     flag_table: str = Field("dynamo-1.6.1_vllm-0.31.0",
