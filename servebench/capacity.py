@@ -166,10 +166,12 @@ def estimate(profile: Profile, gpu_memory_utilization: float | None = None, over
 
 
 def _float(value, default: float) -> float:
+    """A finite number, else the default (rule flag-types reports the bad value)."""
     try:
-        return float(value) if value is not None and not isinstance(value, bool) else default
-    except (TypeError, ValueError):
+        number = float(value) if value is not None and not isinstance(value, bool) else default
+    except (TypeError, ValueError, OverflowError):
         return default
+    return number if math.isfinite(number) else default
 
 
 def table(estimates: list[Estimate]) -> str:

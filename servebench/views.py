@@ -10,6 +10,7 @@ and the view falls back to vLLM's default, so no consumer ever re-parses or rais
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,8 +55,10 @@ class OffloadConfig:
             elif cfg.get("kv_connector") == "SimpleCPUOffloadConnector":
                 per_rank = float(SIMPLE_OFFLOAD_DEFAULT_BYTES // world_size)
                 source = f"vLLM's default {SIMPLE_OFFLOAD_DEFAULT_BYTES / 2**30:.0f} GiB / world size ({world_size})"
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             per_rank, source = None, "cpu_bytes_to_use(_per_rank) is not a number"
+        if per_rank is not None and not (math.isfinite(per_rank) and per_rank >= 0):
+            per_rank, source = None, f"cpu_bytes_to_use(_per_rank) is not a size in bytes ({per_rank})"
         return cls(str(cfg.get("kv_connector")), cfg, per_rank, source, bool(extra.get("lazy_offload", False)))
 
 
@@ -189,6 +192,8 @@ class EngineFlags:
         offload = None
         if kv and kv.get("kv_connector") in OFFLOAD_CONNECTORS:
             offload = OffloadConfig.parse(kv, tp * pp)
+            if offload.bytes_per_rank is None and "not" in offload.source:
+                errors[flags.key("kv-transfer-config")] = f"{offload.source}: give a whole number of bytes"
         return cls(
             flags=flags, tp=tp, dp=dp, pp=pp, expert_parallel=flags.on("enable-expert-parallel"),
             dp_given=flags.has("data-parallel-size"),
@@ -231,12 +236,13 @@ def _capture_sizes(flags: Flags, parsed: dict[str, dict], errors: dict[str, str]
 
 
 def _ints(items: Any) -> tuple[int, ...] | None:
+    """Whole numbers (ints, integral finite floats, digit strings), else None."""
     out = []
     for item in items:
-        if isinstance(item, bool):
+        if isinstance(item, bool) or (isinstance(item, float) and not (math.isfinite(item) and item.is_integer())):
             return None
         try:
             out.append(int(item))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None
     return tuple(out)
