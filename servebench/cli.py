@@ -29,10 +29,17 @@ def _one(cat: Catalog, key: str) -> Profile:
     return found[0]
 
 
+def table_for(prof):
+    from .flag_rules import table_for as _table_for
+    return _table_for(prof)
+
+
 def cmd_recipe(args) -> int:
     prof = _one(_catalog(args), args.profile)
     data = masked(prof.effective())      # credential-like environment values are never printed
     print(f"# {prof.id}: effective recipe of {prof.file} (fingerprint {prof.fingerprint[:16]})")
+    table, note = table_for(prof)
+    print(f"# flags checked against table {table.name}" + (f"; note: {note}" if note else ""))
     print(yamlio.dump(data["recipe"] if args.srt else data), end="")
     return 0
 
@@ -48,8 +55,12 @@ def cmd_matrix(args) -> int:
         p = pt.profile
         print(f"{pt.id:40} {p.cluster.name:10} {str(p.spec.layout):22} {p.topology.gpus:>4}  "
               f"{','.join(pt.markers)}")
-    profiles = {pt.profile.id for pt in pts}
+    profiles = {pt.profile.id: pt.profile for pt in pts}
     print(f"\n{len(pts)} points in {len(profiles)} profiles; every recipe is valid")
+    for pid, prof in sorted(profiles.items()):
+        _, note = table_for(prof)
+        if note:
+            print(f"note: {pid}: {note}", file=sys.stderr)
     return 0
 
 

@@ -17,6 +17,7 @@ from .cluster import Allocation, ProcessDied, backend_for
 from . import preflight
 from .cluster.request import configs_dir, request_for
 from .matrix import Point
+from .cluster.local import visible_gpus
 from .measure import Measured, NotIdle, measure, reusable, reuse
 from .models import GENERATED, ensure_model
 from .profile import Profile
@@ -41,8 +42,15 @@ def unavailable(profile: Profile, config: pytest.Config) -> str | None:
     if cl.kind == "gpu":
         chosen = config.getoption("--cluster")
         if chosen != cl.name:
+            if cl.backend == "local":
+                return (f"needs cluster {cl.name} ({cl.nodes * cl.gpus_per_node} x {cl.gpu_type.upper()} GPU(s) on "
+                        f"this machine, no scheduler); run on that machine with --cluster {cl.name}")
             return (f"needs cluster {cl.name} ({cl.gpus_per_node} x {cl.gpu_type.upper()} GPUs per node via "
                     f"Slurm); run on its login node with --cluster {cl.name}")
+        if cl.backend == "local":
+            have, need = visible_gpus(), cl.nodes * cl.gpus_per_node
+            if have < need:
+                return f"--cluster {cl.name} given, but this machine shows {have} GPU(s) (nvidia-smi -L), {need} needed"
     elif profile.offload:
         return OFFLOAD_ON_CPU
     why = backend_for(cl.backend).unavailable()

@@ -27,6 +27,15 @@ def _flag_path(p: Profile, name: str) -> list[str]:
     return [*FLAGS, p.flags.key(name)]
 
 
+def components(p: Profile) -> tuple[str, ...]:
+    return ("vllm",) if p.recipe.frontend.type == "vllm" else ("vllm", "dynamo")
+
+
+def table_for(p: Profile) -> tuple[flag_tables.FlagTable, str | None]:
+    """The flag table that judges this profile (by the recipe's pinned versions) and a note if it is not theirs."""
+    return flag_tables.for_pins(p.cluster.runtime.flag_table, dict(p.recipe.identity.frameworks), components(p))
+
+
 def worker_entrypoint(p: Profile) -> str:
     return "vllm serve" if p.recipe.frontend.type == "vllm" else "dynamo.vllm"
 
@@ -38,7 +47,7 @@ _COUNTERPARTS = {"tool-call-parser": "dyn-tool-call-parser", "reasoning-parser":
 
 def entrypoint_flags(p: Profile) -> Iterator[Problem]:
     """Every flag must be one the receiving entrypoint's real parser accepts (pinned table, servebench/tools/flag_table.py)."""
-    table = flag_tables.load(p.cluster.runtime.flag_table)
+    table, _ = table_for(p)
     worker = worker_entrypoint(p)
     accepted = set(table.entrypoints[worker])
     for key, value in p.flags.raw.items():
@@ -65,6 +74,19 @@ def entrypoint_flags(p: Profile) -> Iterator[Problem]:
             if f"--{canonical(key)}" not in frontend:
                 yield _rp(p, ["frontend", "args", key], f"--{canonical(key)} is not accepted by the Dynamo "
                           f"frontend (python -m dynamo.frontend; flag table {table.name})", "remove or rename it")
+
+
+def headless_entrypoint(p: Profile) -> Iterator[Problem]:
+    """A TP follower (--headless) only works under the `vllm serve` CLI: the API server module ignores the flag,
+    starts an engine of its own and dies ("collective_rpc should not be called on follower node"; seen on H200s)."""
+    if p.recipe.frontend.type != "vllm" or not any(r.mode == "headless" for r in p.topology.roles):
+        return
+    argv = p.cluster.runtime.vllm_serve
+    if any("entrypoints.openai.api_server" in a for a in argv):
+        yield p.layers.profile_origins.problem(
+            ["cluster"], f"this layout has a headless follower, but cluster {p.cluster.name} starts vLLM as "
+            f"{' '.join(argv)}, which ignores --headless (the follower starts its own engine and dies)",
+            f"set runtime.vllm_serve of {p.cluster.name} to the CLI, e.g. [vllm, serve]")
 
 
 OBJECT_FLAGS = ("scheduler-cls", "worker-cls", "worker-extension-cls")
@@ -155,7 +177,7 @@ def _value_problem(name: str, value, spec: dict) -> str | None:
 def flag_types(p: Profile) -> Iterator[Problem]:
     """Each value must convert the way the receiving entrypoint's real parser converts it (type, choices,
     number of values); a list is only written out for a flag that takes several values."""
-    table = flag_tables.load(p.cluster.runtime.flag_table)
+    table, _ = table_for(p)
     types = table.types.get(worker_entrypoint(p), {})
     if not types:
         return

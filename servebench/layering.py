@@ -135,7 +135,17 @@ def is_profile(doc: Any) -> bool:
 
 def _identity(p: Path) -> str:
     """One name per file however it is spelled (``a/../b.yaml``, links): cycles are found by this."""
-    return str(p.resolve()) if p.exists() else os.path.normpath(p)
+    try:
+        return str(p.resolve()) if p.exists() else os.path.normpath(p)
+    except (OSError, ValueError):         # a name too long, a NUL byte: not a file, compared as written
+        return os.path.normpath(p)
+
+
+def _is_file(p: Path) -> bool:
+    try:
+        return p.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def resolve_layers(path: Path, docs: dict[str, Any] | None = None, _seen: tuple[str, ...] = (),
@@ -184,7 +194,7 @@ def resolve_layers(path: Path, docs: dict[str, Any] | None = None, _seen: tuple[
             names = [*_seen, _identity(path), _identity(target)]
             raise ConfigError(Problem(name, "extends", f"extends itself: {' -> '.join(Path(n).name for n in names)}",
                                       "break the cycle", line))
-        if str(target) not in docs and not target.is_file():
+        if str(target) not in docs and not _is_file(target):
             raise ConfigError(Problem(name, "extends", f"{target} does not exist",
                                       "name an existing recipe next to this file", line))
         target_doc = read(target)

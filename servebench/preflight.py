@@ -23,7 +23,7 @@ from .cluster.request import TOOLS_IN_CONTAINER
 from .errors import ConfigError, Problem
 from .poll import Done, PollTimeout, poll
 from .profile import Profile
-from .flag_rules import OBJECT_FLAGS
+from .flag_rules import OBJECT_FLAGS, components
 from .server.placement import DETECT_INTERFACES, Placement
 from .server.plan import ProcSpec, ServerPlan
 from .spec.sweep import ClusterSpec
@@ -141,7 +141,8 @@ def requests(profile: Profile, sp: ServerPlan, where: Placement) -> dict[int, di
         out[rank] = {"node": where.nodes[rank], "rank": rank, "paths": paths, "gpus": gpus,
                      "imports": sorted({ENTRY_MODULES[e["entrypoint"]] for e in parse}), "parse": parse,
                      "objects": objects, "interfaces": interfaces, "endpoints": endpoints,
-                     "versions": dict(profile.recipe.identity.frameworks)}
+                     "versions": {k: v for k, v in profile.recipe.identity.frameworks.items()
+                                  if k in components(profile) or k not in ("vllm", "dynamo")}}
     return out
 
 

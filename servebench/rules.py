@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 
 from . import capacity as capacity_model
 from .errors import Problem
-from .flag_rules import entrypoint_flags, flag_types, object_flags
+from .flag_rules import entrypoint_flags, flag_types, headless_entrypoint, object_flags
 from .flags import SUITE_PLACEHOLDERS, placeholders
 from .profile import Profile
 
@@ -300,6 +300,7 @@ RULES: dict[str, Rule] = {
     "entrypoint-flags": entrypoint_flags,
     "flag-types": flag_types,
     "object-flags": object_flags,
+    "headless-entrypoint": headless_entrypoint,
     "launch-values": launch_values,
     "model-context": model_context,
     "capacity": capacity,

@@ -54,6 +54,12 @@ class NodeRole:
         """Whether this process serves requests itself (a Dynamo ``generate`` instance, or vLLM's API)."""
         return self.mode != "headless"
 
+    def host_devices(self, gpus_per_node: int) -> tuple[int, ...]:
+        """GPU indexes on a host that stands in for several nodes (a local GPU cluster): node r owns GPUs
+        r x gpus_per_node ..; a worker on a slice of its node takes its slice of those."""
+        local = self.devices if self.devices is not None else range(gpus_per_node)
+        return tuple(self.rank * gpus_per_node + d for d in local)
+
 
 @dataclass(frozen=True)
 class Topology:

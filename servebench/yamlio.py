@@ -134,6 +134,9 @@ def load(path: Path | str) -> Any:
     except UnicodeDecodeError as err:
         raise ConfigError(Problem(str(path), "", f"not UTF-8 ({err.reason} at byte {err.start})",
                                   "save the file as UTF-8")) from None
+    except OSError as err:
+        raise ConfigError(Problem(str(path), "", f"cannot read it ({err.strerror or err})",
+                                  "make it a readable file")) from None
     return parse(text, str(path))
 
 

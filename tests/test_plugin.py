@@ -10,24 +10,24 @@ import pytest
 
 from tests.conftest import REPO, copy_suite
 
-H200_CLUSTER = """\
-name: h200-box
-description: one H200 node without Slurm
+L40S_CLUSTER = """\
+name: l40s-box
+description: one L40S node without Slurm
 kind: gpu
 backend: local
-gpu_type: h200
+gpu_type: l40s
 nodes: 1
 gpus_per_node: 1
-hbm_gib_per_gpu: 139
+hbm_gib_per_gpu: 44
 host_dram_mib_per_node: 131072
 dram_utilization: 0.5
 """
-H200_PROFILE = """\
+L40S_PROFILE = """\
 extends: ../local/base.yaml
 profile:
   name: vllm
   model: tiny-llama
-  cluster: h200-box
+  cluster: l40s-box
   concurrency: [8, 16]
   layout: {tp: 1}
 """
@@ -45,17 +45,17 @@ def collected(result):
 
 def test_a_new_gpu_type_collects_and_selects_under_strict_markers(suite):
     """Before, markers lived in pytest.ini: a cluster with gpu_type h200 broke collection of every case."""
-    (suite.path / "recipes/clusters/h200-box.yaml").write_text(H200_CLUSTER)
-    (suite.path / "recipes/h200").mkdir()
-    (suite.path / "recipes/h200/vllm.yaml").write_text(H200_PROFILE)
-    res = suite.runpytest("--import-mode=importlib", "benchmarks", "-m", "h200", "--collect-only", "-q")
-    assert collected(res) == ["tiny-llama-h200-vllm-c8", "tiny-llama-h200-vllm-c16"], res.outlines
+    (suite.path / "recipes/clusters/l40s-box.yaml").write_text(L40S_CLUSTER)
+    (suite.path / "recipes/l40s").mkdir()
+    (suite.path / "recipes/l40s/vllm.yaml").write_text(L40S_PROFILE)
+    res = suite.runpytest("--import-mode=importlib", "benchmarks", "-m", "l40s", "--collect-only", "-q")
+    assert collected(res) == ["tiny-llama-l40s-vllm-c8", "tiny-llama-l40s-vllm-c16"], res.outlines
     res = suite.runpytest("--import-mode=importlib", "benchmarks", "-m", "not hardware", "--collect-only", "-q")
     got = collected(res)
-    assert got and not any("h200" in c or "gb200" in c for c in got), got
+    assert got and not any(t in c for c in got for t in ("l40s", "h200", "gb200")), got
     res = suite.runpytest("--import-mode=importlib", "--markers")
     res.stdout.fnmatch_lines(["@pytest.mark.hardware: *", "@pytest.mark.gb200: *",
-                              "@pytest.mark.h200: a case of a profile on a H200 cluster (e.g. h200-box)"])
+                              "@pytest.mark.l40s: a case of a profile on a L40S cluster (e.g. l40s-box)"])
 
 
 def test_an_unknown_marker_still_fails_under_strict_markers(suite):

@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 from .base import Allocation, AllocationRequest, Backend
+
+
+def visible_gpus() -> int:
+    """GPUs this machine shows (``nvidia-smi -L``; 0 without the tool or a driver)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return 0
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU ")) if out.returncode == 0 else 0
 
 
 class LocalAllocation(Allocation):

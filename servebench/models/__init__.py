@@ -1,4 +1,6 @@
-"""Models the suite generates itself (the embedded default), cached by generator source and arguments."""
+"""Models the suite generates itself, cached by generator source and arguments: the embedded default's tiny Llama,
+and for GPU machines a Llama large enough that the offload arm's CPU tier is used and a small Mixtral-style MoE
+(expert parallelism). Each is described, number by number, in recipes/models/<alias>.yaml."""
 
 from __future__ import annotations
 
@@ -10,7 +12,15 @@ from pathlib import Path
 
 GENERATOR = Path(__file__).with_name("tiny_gen.py")
 # recipe model.path alias -> generator arguments
-GENERATED = {"tiny-llama": ["--seed", "0"]}
+GENERATED = {
+    "tiny-llama": ["--seed", "0"],
+    # 771,819,520 parameters: 16 x (attention 12,582,912 + MLP 34,603,008 + norms 4,096) + embeddings 16,777,216
+    "llama-770m": ["--seed", "0", "--hidden", "2048", "--layers", "16", "--heads", "16", "--kv-heads", "8",
+                   "--intermediate", "5632", "--max-positions", "16384"],
+    # 8 experts, top-2: the DP x EP layouts of the GB200 profiles in miniature
+    "moe-mini": ["--seed", "0", "--hidden", "512", "--layers", "8", "--heads", "8", "--kv-heads", "4",
+                 "--intermediate", "1024", "--experts", "8", "--top-k", "2", "--max-positions", "8192"],
+}
 
 
 def cache_root() -> Path:

@@ -1,5 +1,6 @@
-"""Generate the embedded default's model: a byte-level BPE tokenizer trained on local text and a random-weight
-Llama-style model, deterministic by seed. Nothing is downloaded.
+"""Generate the suite's own models: a byte-level BPE tokenizer trained on local text and a random-weight
+Llama-style model (or a Mixtral-style MoE with ``--experts``) of a given size, deterministic by seed. Nothing is
+downloaded.
 
 Runs inside the serving venv (it needs torch, transformers and tokenizers), as a script:
 ``python tiny_gen.py OUT_DIR --seed 0``. It imports nothing from servebench, so the serving venv need not have
@@ -43,12 +44,16 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--max-positions", type=int, default=8192)
+    ap.add_argument("--intermediate", type=int, default=None, help="MLP width (default 2 x hidden)")
+    ap.add_argument("--experts", type=int, default=0, help="> 0: a Mixtral-style MoE with this many experts")
+    ap.add_argument("--top-k", type=int, default=2, help="experts per token (with --experts)")
     ap.add_argument("--corpus-bytes", type=int, default=8_000_000)
     args = ap.parse_args()
 
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import (LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM,
+                              PreTrainedTokenizerFast)
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -62,13 +67,18 @@ def main() -> None:
 
     ids = {s: tok.token_to_id(s) for s in SPECIALS}
     torch.manual_seed(args.seed)
-    config = LlamaConfig(
-        vocab_size=tok.get_vocab_size(), hidden_size=args.hidden, intermediate_size=2 * args.hidden,
+    shape = dict(
+        vocab_size=tok.get_vocab_size(), hidden_size=args.hidden, intermediate_size=args.intermediate or 2 * args.hidden,
         num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
         head_dim=args.hidden // args.heads, max_position_embeddings=args.max_positions, tie_word_embeddings=True,
         bos_token_id=ids["<|bos|>"], eos_token_id=[ids["<|eos|>"], ids["<|im_end|>"]],
         pad_token_id=ids["<|pad|>"], torch_dtype="bfloat16")
-    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    if args.experts:
+        config = MixtralConfig(**shape, num_local_experts=args.experts, num_experts_per_tok=args.top_k)
+        model = MixtralForCausalLM(config).to(torch.bfloat16)
+    else:
+        config = LlamaConfig(**shape)
+        model = LlamaForCausalLM(config).to(torch.bfloat16)
 
     # Checks before anything is written: round trip, chat template, one forward pass.
     sample = "def add(a, b):\n    return a + b  # ünïcode ✓\n"

@@ -161,7 +161,10 @@ def plan(profile: Profile, where: Placement) -> ServerPlan:
                 health.append(f"http://{head}:{where.ports.frontend}/health")
             metrics = f"http://{head}:{where.ports.frontend}/metrics"
         argv += topology_args(role, profile, where) + cli_args(flags)
-        if role.devices is not None:          # a worker on a slice of the node's GPUs (agg_workers > 1)
+        cl = profile.cluster
+        if cl.backend == "local" and cl.kind == "gpu":   # one host standing in for the nodes: split its GPUs
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, role.host_devices(cl.gpus_per_node)))
+        elif role.devices is not None:        # a worker on a slice of the node's GPUs (agg_workers > 1)
             argv = ["env", "CUDA_VISIBLE_DEVICES=" + ",".join(map(str, role.devices)), *argv]
         if topo.nodes > 1 and None in where.interfaces:
             argv = [*DETECT_INTERFACES, *argv]

