@@ -16,6 +16,7 @@ parses argument lists with the same real parsers instead: REQUESTS is [{"id", "e
 import argparse
 import importlib.metadata as md
 import json
+import os
 import sys
 import time
 
@@ -177,7 +178,11 @@ def main() -> None:
         parsers = build()
         table["entrypoints"][entrypoint] = sorted({o for p in parsers for o in long_options(p)})
         table["types"][entrypoint] = {k: v for p in reversed(parsers) for k, v in types(p).items()}
-    with open(args.out, "w") as fh:
+    out = args.out
+    if out.endswith("/") or os.path.isdir(out):          # a folder: <table name>.json in it
+        out = os.path.join(out, table["name"] + ".json")
+    args.out = out
+    with open(out, "w") as fh:
         json.dump(table, fh, indent=1)
         fh.write("\n")
     print(f"{args.out}: " + ", ".join(f"{k} {len(v)} flags" for k, v in table["entrypoints"].items()))  # noqa: T201
