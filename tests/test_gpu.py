@@ -76,12 +76,10 @@ def test_flag_table_follows_the_recipes_pins_and_says_when_it_cannot(catalog):
     assert note and "the recipe pins dynamo 1.3.0" in note and "servebench flag-table" in note
     table, note = table_for(by_id(catalog, "tiny-llama-cpu-dynamo"))
     assert (table.name, note) == ("dynamo-1.6.1_vllm-0.31.0", None)
-    vllm026 = [n for n in flag_tables.available() if flag_tables.load(n).versions.get("vllm") == "0.26.0"]
-    table, note = table_for(by_id(catalog, "llama-770m-h200-vllm"))
-    if vllm026:     # recorded on the H200 (servebench flag-table there): the pinned version judges
-        assert table.name in vllm026 and "the recipe's pinned versions" in note
-    else:
-        assert "pins vllm 0.26.0" in note
+    for pid in ("llama-770m-h200-vllm", "llama-770m-h200-dynamo", "moe-mini-h200-dp2_hybrid"):
+        table, note = table_for(by_id(catalog, pid))       # written on the H200 by scripts/gpu-bench
+        assert (table.name, note) == ("dynamo-1.4.0_vllm-0.26.0", None), pid
+    assert table.versions["vllm"] == "0.26.0" and table.types["vllm serve"]["--kv-cache-memory-bytes"]["kind"] == "size"
 
 
 def test_flag_table_records_the_kind_choices_and_arity_the_parser_converts_to():
@@ -120,3 +118,59 @@ def test_generated_models_match_their_descriptions():
         assert spec["expert_params"]["value"] == (layers * mlp if experts else 0), alias
         assert spec["attention"]["kv_heads"]["value"] == kv and spec["attention"]["head_dim"]["value"] == head_dim
         assert spec["native_max_context"]["value"] == a["max-positions"] and spec["layers"]["value"] == layers
+
+
+# ---- what ran on the H200 (2026-12-01, scripts/gpu-bench local-h200; tests/data/h200-gpu-run) ----
+
+RUN = Path(__file__).parent / "data" / "h200-gpu-run"
+
+
+def recorded():
+    from servebench import result
+    return {p.stem: result.read(p) for p in sorted((RUN / "points").glob("*.json"))}
+
+
+def test_every_recorded_h200_point_passed_with_a_valid_result():
+    from servebench.result import file_problems
+    points = recorded()
+    assert sorted(points) == ["llama-770m-h200-dynamo-c8", "llama-770m-h200-vllm-c32", "llama-770m-h200-vllm-c8",
+                              "llama-770m-h200-vllm_offload-c32", "llama-770m-h200-vllm_offload-c8"]
+    for case, r in points.items():
+        assert file_problems(RUN / "points" / f"{case}.json") == [], case
+        assert r.verdict.passed and r.requests.errors == 0 and r.identity.gpus == 1, case
+        assert r.identity.versions["vllm"] == "0.26.0" and r.identity.gpu_type == "h200", case
+    assert points["llama-770m-h200-dynamo-c8"].identity.versions.get("dynamo") == "1.4.0"
+
+
+def test_the_offload_arm_served_prompt_tokens_from_the_cpu_tier_and_the_base_arm_did_not():
+    points = recorded()
+    for c in (8, 32):
+        off = points[f"llama-770m-h200-vllm_offload-c{c}"].server.prompt_token_shares
+        base = points[f"llama-770m-h200-vllm-c{c}"].server.prompt_token_shares
+        assert off.cpu_tier > 0.2 and base.cpu_tier == 0, c
+        assert abs(off.local_cache + off.cpu_tier + off.computed - 1) < 1e-6
+    assert points["llama-770m-h200-vllm_offload-c32"].server.prompt_token_shares.cpu_tier > \
+        points["llama-770m-h200-vllm_offload-c8"].server.prompt_token_shares.cpu_tier     # more sessions, more spill
+
+
+def test_recorded_points_judge_the_same_today(catalog):
+    """The stored verdict is the one the current gates give (the client-bound check included: effective
+    concurrency 5.8 of 8 passed, as the trace's think time predicts)."""
+    from servebench.verdict import judge
+    for case, r in recorded().items():
+        profile = by_id(catalog, case.rsplit("-c", 1)[0])
+        again = judge(r, profile)
+        assert again.passed == r.verdict.passed and [c.name for c in again.checks] == [c.name for c in r.verdict.checks]
+        assert r.concurrency.trace_allowed and abs(r.concurrency.ratio_of_allowed - 1) < 0.1, case
+
+
+def test_junit_carries_each_points_metrics_and_the_cpu_tier_share():
+    """(The run's last case has none: the session was stopped by its time limit while that case's servers were
+    being stopped, and pytest writes properties with the teardown report.)"""
+    import xml.etree.ElementTree as ET
+    cases = {tc.get("name"): {p.get("name"): p.get("value") for p in tc.iter("property")}
+             for junit in ("junit-vllm.xml", "junit-dynamo.xml")
+             for tc in ET.parse(RUN / junit).getroot().iter("testcase")}
+    props = cases["test_point[llama-770m-h200-vllm_offload-c8]"]
+    assert float(props["cpu_tier_hit_share"]) > 0.2 and float(props["output_tps_per_gpu"]) > 100
+    assert cases["test_point[llama-770m-h200-dynamo-c8]"]["verdict"] == "passed"
