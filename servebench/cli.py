@@ -103,7 +103,26 @@ def cmd_render(args) -> int:
     print("\n# engines (DP rank -> metrics URL)")
     for eng in sp.engines:
         print(f"engine {eng.dp_rank} on node {eng.rank}: {eng.metrics_url}")
+    _print_aiperf(prof, sp, args.target, args.results_dir)
     return 0
+
+
+def _print_aiperf(prof, sp, target: str, results_dir: str) -> None:
+    """The AIPerf command of the case named (or of the profile's first point); README: AIPerf options."""
+    import shlex
+
+    from .load.aiperf import command
+    from .matrix import Point
+
+    conc = next((c for c in prof.spec.concurrency if prof.case_id(c) == target), prof.spec.concurrency[0])
+    point = Point(prof, conc)
+    case = f"{results_dir}/{prof.id}/{point.id}"
+    generated = prof.spec.load.dataset == "generated"
+    argv = command(prof, point, sp, aiperf_bin="aiperf", artifact_dir=Path(f"{case}/aiperf"),
+                   tokenizer=f"local/{prof.spec.model}", trace=Path(f"{case}/trace.jsonl") if generated else None,
+                   sessions=prof.spec.load.trace.sessions_per_concurrency * conc if generated else None)
+    print(f"\n# AIPerf for {point.id} (each option: README, AIPerf options)")
+    print(shlex.join(argv))
 
 
 def _print_env(env: dict) -> None:

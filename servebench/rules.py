@@ -15,6 +15,7 @@ from . import capacity as capacity_model
 from .errors import Problem
 from .flag_rules import entrypoint_flags, flag_types, headless_entrypoint, object_flags
 from .flags import SUITE_PLACEHOLDERS, placeholders
+from .load_rules import benchmark_env, dataset_load
 from .profile import Profile
 
 FLAGS = ("backend", "vllm_config", "aggregated")
@@ -303,6 +304,8 @@ RULES: dict[str, Rule] = {
     "headless-entrypoint": headless_entrypoint,
     "launch-values": launch_values,
     "model-context": model_context,
+    "dataset-load": dataset_load,
+    "benchmark-env": benchmark_env,
     "capacity": capacity,
 }
 

@@ -90,7 +90,7 @@ LAYERS = [   # lower layers never import higher ones (README: Layout of the code
     {"servebench.layering", "servebench.views"},
     {"servebench.profile"},
     {"servebench.capacity"},
-    {"servebench.flag_rules"},
+    {"servebench.flag_rules", "servebench.load_rules"},
     {"servebench.rules"},
     {"servebench.catalog"},
 ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints, model_validator
 
 
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -91,12 +91,37 @@ class LoadSection(_Strict):
     dataset: str = Field("generated", description="'generated' (servebench's agentic sessions) or an AIPerf "
                                                   "--public-dataset name, e.g. semianalysis_cc_traces_weka_062126")
     trace: TraceShape = TraceShape()
-    duration_s: StrictInt = Field(3600, gt=0, le=7 * 86400)
-    warmup_grace_s: StrictInt = Field(1800, ge=0, le=86400)
-    idle_gap_cap_s: StrictInt = Field(300, gt=0, le=86400)
+    duration_s: StrictInt = Field(3600, gt=0, le=7 * 86400, description="--benchmark-duration")
+    warmup_grace_s: StrictInt = Field(1800, ge=0, le=86400, description="dataset mode: --agentic-warmup-grace-"
+                                      "period (how long the warmup barrier waits for priming requests)")
+    post_duration_grace_s: float | None = Field(None, ge=0, le=86400, description="--benchmark-grace-period (wait "
+                                                "for responses after the duration); unset = AIPerf's 30 s")
+    idle_gap_cap_s: StrictInt = Field(300, gt=0, le=86400, description="dataset mode: --trace-idle-gap-cap-seconds "
+                                      "(longest idle gap within one trace)")
+    system_idle_gap_cap_s: float | None = Field(None, gt=0, le=86400, description="dataset mode: --system-idle-gap-"
+                                                "cap-seconds (longest time the whole replay may sit idle)")
+    dataset_entries: StrictInt | None = Field(None, gt=0, le=1_000_000, description="dataset mode: "
+                                              "--num-dataset-entries (AIPerf reads 100 unless told)")
+    cache_bust: Literal["first-turn-prefix", "first-turn-suffix", "system-prefix", "system-suffix", "none"] = Field(
+        "first-turn-prefix", description="dataset mode: --cache-bust; a marker unique per AIPerf run (point) and "
+        "trajectory, so no point rides on the prefix cache an earlier point of the same server built")
+    trajectory_start: tuple[float, float] | None = Field(None, description="dataset mode: --trajectory-start-min/"
+                                                         "max-ratio (where in its trajectory each lane starts)")
+    agentic_cache_warmup_s: float | None = Field(None, gt=0, le=86400, description="dataset mode: "
+                                                 "--agentic-cache-warmup-duration")
+    max_context_tokens: StrictInt | None = Field(None, gt=0, description="dataset mode: --max-context-length")
+    slice_duration_s: float | None = Field(None, gt=0, le=3600, description="--slice-duration")
+    tokenizer_trust_remote_code: StrictBool = Field(False, description="--tokenizer-trust-remote-code")
     idle_wait_s: StrictInt = Field(1800, gt=0, le=86400, description="max wait for idle engines before a point")
-    seed: StrictInt = Field(42, ge=0, le=2**32 - 1)
-    burst_phase_starts: StrictBool = False
+    seed: StrictInt = Field(42, ge=0, le=2**32 - 1, description="--random-seed")
+    burst_phase_starts: StrictBool = Field(False, description="dataset mode: --burst-phase-starts")
+
+    @model_validator(mode="after")
+    def _ratios(self) -> "LoadSection":
+        lo, hi = self.trajectory_start or (0.0, 1.0)
+        if not 0 <= lo <= hi <= 1:
+            raise ValueError(f"trajectory_start must be [min, max] with 0 <= min <= max <= 1, got {[lo, hi]}")
+        return self
 
 
 class ProfileSection(_Strict):
