@@ -15,9 +15,13 @@ from .errors import ConfigError, Problem
 from .layering import Layer, Layered, Origins, is_profile, load_named, parse_file, parse_model, resolve_layers
 from .profile import Profile
 from .rules import check_profile
+from .spec.compat import EXTENSIONS, CatalogSpec, extension_fields, out_of_scope
 from .spec.model import ModelSpec
 from .spec.srt import SrtRecipe
 from .spec.sweep import ClusterSpec, ProfileSection
+
+
+CATALOG_FILE = "catalog.yaml"     # which srt-slurm release (and fork fields) the catalog's recipes follow
 
 
 def load_cluster(path: Path) -> ClusterSpec:
@@ -41,10 +45,23 @@ def load_clusters(root: Path, problems: list[Problem]) -> dict[str, ClusterSpec]
     return load_named(Path(root) / "clusters", load_cluster, problems)
 
 
+def srt_problems(recipe: dict, origins: Origins, declared: CatalogSpec) -> list[Problem]:
+    """A recipe servebench does not run (one line), or fields of a fork the catalog does not declare."""
+    scope = out_of_scope(recipe)
+    if scope is not None:
+        return [origins.problem(scope[0], scope[1], "extend a vLLM aggregated recipe instead")]
+    return [origins.problem(dotted.split("."), f"{dotted} is not an srt-slurm {declared.srt_slurm} field (srtctl "
+                            f"{declared.srt_slurm} refuses the recipe); it comes from {EXTENSIONS[dotted]}",
+                            f"remove it, or declare `extensions: [{dotted}]` in the catalog's catalog.yaml")
+            for dotted in extension_fields(recipe) if dotted not in declared.extensions]
+
+
 def build_profile(layers: Layered, clusters: dict[str, ClusterSpec], models: dict | None = None,
-                  skip_rules: Iterable[str] = ()) -> Profile:
+                  skip_rules: Iterable[str] = (), declared: CatalogSpec = CatalogSpec()) -> Profile:
     """Parse and validate one resolved profile; raises ConfigError with every problem found."""
-    problems: list[Problem] = []
+    problems: list[Problem] = srt_problems(layers.recipe, layers.recipe_origins, declared)
+    if problems and out_of_scope(layers.recipe):
+        raise ConfigError(problems)
     spec = recipe = None
     try:
         spec = parse_model(ProfileSection, layers.profile, layers.profile_origins, "profile")
@@ -76,6 +93,8 @@ class Catalog:
     profiles: list[Profile]
     base_recipes: list[str]
     models: dict = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)      # recipe file -> why servebench does not run it
+    declared: CatalogSpec = CatalogSpec()
 
     @classmethod
     def load(cls, root: Path | str, skip_rules: Iterable[str] = ()) -> "Catalog":
@@ -85,22 +104,37 @@ class Catalog:
             raise ConfigError(Problem(str(root), "", "recipes directory not found",
                                       "run from the repo root or pass --recipes DIR"))
         problems: list[Problem] = []
+        declared = CatalogSpec()
+        if (root / CATALOG_FILE).is_file():
+            try:
+                declared = parse_file(CatalogSpec, root / CATALOG_FILE, "catalog declaration")
+            except ConfigError as err:
+                problems += err.problems
         clusters = load_clusters(root, problems)
         models = load_named(root / "models", load_model, problems)
         profiles: list[Profile] = []
         bases: list[str] = []
+        skipped: dict[str, str] = {}
         for path in sorted(root.rglob("*.yaml")):
             rel = path.relative_to(root).parts
-            if rel[0] in ("clusters", "models") or path.name.startswith("_"):
+            if rel[0] in ("clusters", "models") or path.name.startswith("_") or rel == (CATALOG_FILE,):
                 continue  # cluster/model descriptions; "_" files are partial layers used via extends
             try:
                 doc = yamlio.load(path)
                 if not is_profile(doc):
-                    # A shared base: on its own it must still be a valid srt-slurm recipe.
-                    parse_model(SrtRecipe, doc, Origins([Layer(str(path), doc)], str(path)), "srt-slurm recipe")
+                    # A shared base: on its own it must still be a valid srt-slurm recipe (of a kind servebench
+                    # runs; another kind is set aside with one line, unless a profile extends it).
+                    scope = out_of_scope(doc)
+                    if scope is not None:
+                        skipped[str(path)] = scope[1]
+                        continue
+                    origins = Origins([Layer(str(path), doc)], str(path))
+                    problems += srt_problems(doc, origins, declared)
+                    parse_model(SrtRecipe, doc, origins, "srt-slurm recipe")
                     bases.append(str(path))
                     continue
-                profiles.append(build_profile(resolve_layers(path, root=root), clusters, models, skip_rules))
+                profiles.append(build_profile(resolve_layers(path, root=root), clusters, models, skip_rules,
+                                              declared))
             except ConfigError as err:
                 problems += err.problems
         seen: dict[str, str] = {}
@@ -112,7 +146,21 @@ class Catalog:
         if problems:
             # A broken shared base breaks every profile on it: say it once.
             raise ConfigError(list(dict.fromkeys(problems)))
-        return cls(root, clusters, profiles, bases, models)
+        return cls(root, clusters, profiles, bases, models, skipped, declared)
+
+    def notes(self) -> list[str]:
+        """What the catalog holds but servebench does not run, and flags judged by another version's table."""
+        from .flag_rules import table_for, unknown_flags
+        from .spec.compat import unsupported_features
+
+        out = [f"{file}: not run: {why}" for file, why in sorted(self.skipped.items())]
+        for prof in self.profiles:
+            out += [f"{prof.id}: {note}" for note in unsupported_features(prof.layers.recipe)]
+            note = table_for(prof)[1]
+            if note:
+                out.append(f"{prof.id}: {note}")
+            out += [f"{prof.id}: not checked: {msg}" for msg in unknown_flags(prof)]
+        return out
 
     def find(self, key: str) -> list[Profile]:
         """Profiles matching a profile id, a profile name, a case id, or a file path."""

@@ -35,8 +35,12 @@ def table_for(prof):
 
 
 def cmd_recipe(args) -> int:
-    prof = _one(_catalog(args), args.profile)
+    cat = _catalog(args)
+    prof = _one(cat, args.profile)
     data = masked(prof.effective())      # credential-like environment values are never printed
+    if args.srt:
+        ext = f" + {', '.join(cat.declared.extensions)}" if cat.declared.extensions else ""
+        print(f"# srt-slurm {cat.declared.srt_slurm} recipe{ext} (recipes/catalog.yaml)")
     print(f"# {prof.id}: effective recipe of {prof.file} (fingerprint {prof.fingerprint[:16]})")
     table, note = table_for(prof)
     print(f"# flags checked against table {table.name}" + (f"; note: {note}" if note else ""))
@@ -57,10 +61,8 @@ def cmd_matrix(args) -> int:
               f"{','.join(pt.markers)}")
     profiles = {pt.profile.id: pt.profile for pt in pts}
     print(f"\n{len(pts)} points in {len(profiles)} profiles; every recipe is valid")
-    for pid, prof in sorted(profiles.items()):
-        _, note = table_for(prof)
-        if note:
-            print(f"note: {pid}: {note}", file=sys.stderr)
+    for note in cat.notes():
+        print(f"note: {note}", file=sys.stderr)
     return 0
 
 

@@ -33,7 +33,16 @@ def components(p: Profile) -> tuple[str, ...]:
 
 def table_for(p: Profile) -> tuple[flag_tables.FlagTable, str | None]:
     """The flag table that judges this profile (by the recipe's pinned versions) and a note if it is not theirs."""
-    return flag_tables.for_pins(p.cluster.runtime.flag_table, dict(p.recipe.identity.frameworks), components(p))
+    return flag_tables.for_pins(p.cluster.runtime.flag_table, pins(p), components(p))
+
+
+def pins(p: Profile) -> dict[str, str]:
+    """The versions a recipe pins: identity.frameworks, and the Dynamo release its dynamo section names."""
+    out = dict(p.recipe.identity.frameworks)
+    written = (p.layers.recipe.get("dynamo") or {}) if isinstance(p.layers.recipe, dict) else {}
+    if "dynamo" not in out and isinstance(written, dict) and written.get("version"):
+        out["dynamo"] = str(written["version"])
+    return out
 
 
 def worker_entrypoint(p: Profile) -> str:
@@ -45,9 +54,45 @@ _COUNTERPARTS = {"tool-call-parser": "dyn-tool-call-parser", "reasoning-parser":
                  "enable-auto-tool-choice": None, "chat-template": "custom-jinja-template"}
 
 
-def entrypoint_flags(p: Profile) -> Iterator[Problem]:
-    """Every flag must be one the receiving entrypoint's real parser accepts (pinned table, servebench/tools/flag_table.py)."""
+def another_major(p: Profile, table: flag_tables.FlagTable) -> str | None:
+    """The pinned component whose major release differs from the judging table's (its parser cannot judge which
+    flags exist there), or None."""
+    from packaging.version import InvalidVersion, Version
+
+    for name, pinned in pins(p).items():
+        have = table.versions.get(name)
+        if name not in components(p) or not have:
+            continue
+        try:
+            if Version(str(pinned)).major != Version(str(have)).major:
+                return f"{name} {pinned}"
+        except InvalidVersion:
+            continue
+    return None
+
+
+def unknown_flags(p: Profile) -> list[str]:
+    """Flags the judging table does not know, when the recipe pins another major release (notes, not errors)."""
     table, _ = table_for(p)
+    if another_major(p, table) is None:
+        return []
+    return [pr.message for pr in _entrypoint_findings(p, table) if "is not accepted by" in pr.message
+            and "; it is a `" not in pr.message]
+
+
+def entrypoint_flags(p: Profile) -> Iterator[Problem]:
+    """Every flag must be one the receiving entrypoint's real parser accepts (pinned table, servebench/tools/flag_table.py).
+    Against a table of another major release than the recipe pins, a flag the table does not know is a note
+    (``unknown_flags``), not an error: that parser cannot say the pinned release lacks it."""
+    table, _ = table_for(p)
+    lenient = another_major(p, table) is not None
+    for pr in _entrypoint_findings(p, table):
+        if lenient and "is not accepted by" in pr.message and "; it is a `" not in pr.message:
+            continue
+        yield pr
+
+
+def _entrypoint_findings(p: Profile, table: flag_tables.FlagTable) -> Iterator[Problem]:
     worker = worker_entrypoint(p)
     accepted = set(table.entrypoints[worker])
     for key, value in p.flags.raw.items():

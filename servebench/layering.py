@@ -184,7 +184,7 @@ def resolve_layers(path: Path, docs: dict[str, Any] | None = None, _seen: tuple[
         if Path(ext).is_absolute():
             raise ConfigError(Problem(name, "extends", f"{ext!r} is an absolute path: a recipe may only extend "
                                       "recipes of its own catalog", "give a path relative to this file", line))
-        target = path.parent / ext
+        target = Path(os.path.normpath(path.parent / ext))
         if root is not None and not os.path.normpath(_identity(target)).startswith(
                 os.path.join(_identity(Path(root)), "")):
             raise ConfigError(Problem(name, "extends", f"{ext!r} leaves the recipes folder {root}",

@@ -78,10 +78,10 @@ def expert_parallel(p: Profile) -> Iterator[Problem]:
 
 def gpu_count(p: Profile) -> Iterator[Problem]:
     res, lay, cl = p.recipe.resources, p.spec.layout, p.cluster
-    if res.gpus_per_node != cl.gpus_per_node:
+    if res.gpus_per_node > cl.gpus_per_node:   # srt-slurm: what the job requests per node (a part is fine)
         yield _rp(p, ["resources", "gpus_per_node"],
                   f"{res.gpus_per_node} GPUs per node, but cluster {cl.name} has {cl.gpus_per_node}",
-                  f"set gpus_per_node: {cl.gpus_per_node}")
+                  f"set gpus_per_node: {cl.gpus_per_node} or fewer")
     if not res.aggregated:
         yield _rp(p, ["resources", "prefill_nodes"], "disaggregated layouts are not supported yet",
                   "use agg_nodes/agg_workers")
@@ -91,10 +91,11 @@ def gpu_count(p: Profile) -> Iterator[Problem]:
                   f"use at most {cl.nodes} nodes")
     allocated = res.total_nodes * res.gpus_per_node
     per_worker = res.agg_gpus_per_worker
-    if per_worker * (res.agg_workers or 1) != allocated:
+    if per_worker * (res.agg_workers or 1) > allocated:    # fewer is a partial job: GPUs counted as used
         yield _rp(p, ["resources", "gpus_per_agg"],
                   f"{res.agg_workers or 1} workers x {per_worker} GPUs != {res.total_nodes} nodes x "
-                  f"{res.gpus_per_node} GPUs = {allocated}", "make workers x GPUs per worker use every GPU")
+                  f"{res.gpus_per_node} GPUs = {allocated}: more GPUs than the job requests",
+                  "use fewer workers or GPUs per worker, or more nodes")
     if (res.agg_workers or 1) > 1 and p.recipe.frontend.type == "vllm":
         yield _rp(p, ["resources", "agg_workers"], f"{res.agg_workers} independent workers behind `vllm serve`: "
                   "nothing routes between them", "use frontend.type: dynamo (its router spreads the load)")

@@ -47,7 +47,7 @@ def test_stand_in_clusters_skip_the_dynamo_install(catalog):
 
 
 def test_templates_are_filled_per_node(recipes):
-    edit(recipes / "kimi-k3/gb200/_agentx.yaml", "  load:\n", "  templates: [environment.RUN_LOGS]\n  load:\n")
+    edit(recipes / "kimi-k3/gb200/_agentx.yaml", "  load:  ", "  templates: [environment.RUN_LOGS]\n  load:  ")
     edit(recipes / "kimi-k3/gb200/base.yaml", '  ETCD_LEASE_TTL: "7200"',
          '  ETCD_LEASE_TTL: "7200"\n  RUN_LOGS: /logs/{job_id}/{node}-{node_rank}/{head_node}')
     prof = by_id(Catalog.load(recipes), "kimi-k3-gb200-dep")

@@ -54,7 +54,7 @@ def test_aiperf_command_of_a_local_point(catalog, tmp_path):
                           tokenizer="local/tiny-llama", trace=tmp_path / "t.jsonl", sessions=96)
     flag = lambda name: argv[argv.index(name) + 1]  # noqa: E731
     assert argv[:2] == ["aiperf", "profile"] and flag("--ui") == "none" and flag("--concurrency") == "4"
-    assert flag("--benchmark-duration") == "20" and flag("--benchmark-grace-period") == "30"
+    assert flag("--benchmark-duration") == "20" and "--benchmark-grace-period" not in argv   # AIPerf's 30 s
     assert flag("--random-seed") == "42" and flag("--tokenizer") == "local/tiny-llama"
     assert flag("--warmup-request-count") == "4" and flag("--num-sessions") == "96"
     assert flag("--custom-dataset-type") == "mooncake_trace" and flag("--failed-request-threshold") == "0.0"
@@ -72,7 +72,8 @@ def test_named_corpus_uses_agentic_replay_with_the_recipe_caps(recipes, tmp_path
     argv = aiperf.command(prof, Point(prof, 64), sp, aiperf_bin="aiperf", artifact_dir=tmp_path, tokenizer="t",
                           trace=None, sessions=None)
     assert argv[argv.index("--public-dataset") + 1] == "semianalysis_cc_traces_weka_062126"
-    assert argv[argv.index("--system-idle-gap-cap-seconds") + 1] == "300"
+    assert argv[argv.index("--system-idle-gap-cap-seconds") + 1] == "10"     # the whole replay (seed)
+    assert argv[argv.index("--trace-idle-gap-cap-seconds") + 1] == "300"     # each trace
     assert argv[argv.index("--agentic-warmup-grace-period") + 1] == "3600"
     assert argv.count("--server-metrics") == 4                        # one per engine-owning process
     assert ("--burst-phase-starts" in argv) is burst and "--input-file" not in argv
