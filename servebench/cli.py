@@ -12,6 +12,7 @@ from .flags import masked
 from .errors import ConfigError
 from .matrix import points
 from .catalog import Catalog
+from .cli_history import add_parsers as add_history_parsers
 from .cli_run import _many, cmd_flag_table, cmd_flags, cmd_preflight
 from .profile import Profile
 
@@ -284,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--file", default="perf-changelog.yaml")
     c.add_argument("--base", metavar="REF", help="also require that history since REF only appends")
     c.set_defaults(func=cmd_changelog_check)
+    add_history_parsers(sub)
     return parser
 
 

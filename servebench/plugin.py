@@ -56,6 +56,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--baseline", metavar="FILE",
                     help="also fail a point whose output tok/s per GPU drops below the baseline's x "
                          "(1 - profile.gates.baseline_tolerance); see `servebench baseline`")
+    group.addoption("--history", metavar="DB",
+                    help="record every measured point in this results history at the end (default: "
+                         "<results-dir>/history.sqlite; see `servebench history`, `servebench compare`)")
+    group.addoption("--no-history", action="store_true", help="do not record this session's points in the history")
     group.addoption("--aiperf-bin", metavar="PATH", default=os.environ.get("AIPERF_BIN", DEFAULT_AIPERF),
                     help=f"AIPerf executable (its own venv; default: $AIPERF_BIN or {DEFAULT_AIPERF})")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from . import history
 from . import report as report_mod
 from .baseline import load as load_baseline
 from .catalog import Catalog
@@ -59,6 +60,7 @@ class ServebenchSession:
         self.summary_path: Path | None = None
         self.report: report_mod.Report | None = None
         self.report_error: str | None = None
+        self.history_line: str | None = None
 
     @property
     def recipes_dir(self) -> Path:
@@ -103,7 +105,20 @@ class ServebenchSession:
             except Exception as err:  # noqa: BLE001
                 log.exception("report failed")
                 self.report_error = f"{type(err).__name__}: {err}"
+            self._record_history()
         return result
+
+    def _record_history(self) -> None:
+        """Every measured point goes into the results history (--history DB; --no-history to skip)."""
+        if self.config.getoption("--no-history"):
+            return
+        db = self.config.getoption("--history") or str(self.results_dir / "history.sqlite")
+        try:   # like the report: never at the cost of the run's results
+            added = history.add(db, self.results_dir, history.git_commit(Path(self.config.rootpath)))
+            self.history_line = f"history: {db}: {added.points} point(s) added"
+        except Exception as err:  # noqa: BLE001
+            log.exception("history add failed")
+            self.history_line = f"history not updated: {type(err).__name__}: {err}"
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.merged:
@@ -120,4 +135,6 @@ class ServebenchSession:
                 terminalreporter.write_line("report: " + ", ".join(str(f) for f in self.report.files))
             if self.report_error:
                 terminalreporter.write_line(f"report failed: {self.report_error}", red=True)
+            if self.history_line:
+                terminalreporter.write_line(self.history_line)
 

@@ -1,0 +1,165 @@
+"""The results history: every point servebench measured, in one SQLite file (``results/history.sqlite``).
+
+SQLite, not DuckDB: it is in Python's standard library (nothing to install on a login node), one file that a CI
+artifact or a static site can carry, transactional (a failed add leaves the store as it was), and the store is
+small (a row per point, a row per profiled request for the confidence intervals).
+
+A run is keyed by its run id; a point by (run id, case id), with the git commit, recipe fingerprint, cluster,
+profile, concurrency, versions, image and the stored verdict. Adding a run twice changes nothing. Each point keeps
+its per-request records (output tokens, latency, TTFT, success) for bootstrapped comparisons (servebench.compare).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import subprocess
+from contextlib import closing
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .report import load_points, points_folder
+from .result import PointResult
+from .results import read_records
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DB = "results/history.sqlite"     # a session writes <results-dir>/history.sqlite
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, git_commit TEXT, added_at TEXT NOT NULL, source TEXT);
+CREATE TABLE IF NOT EXISTS points (
+  run_id TEXT NOT NULL REFERENCES runs(run_id), case_id TEXT NOT NULL, profile TEXT NOT NULL, cluster TEXT NOT NULL,
+  concurrency INTEGER NOT NULL, fingerprint TEXT NOT NULL, gpus INTEGER, duration_s REAL, passed INTEGER,
+  output_tps_per_gpu REAL, tps_per_user_p50 REAL, ttft_p50_ms REAL, ttft_p99_ms REAL, error_rate REAL,
+  started_at TEXT, result_json TEXT NOT NULL, PRIMARY KEY (run_id, case_id));
+CREATE TABLE IF NOT EXISTS requests (
+  run_id TEXT NOT NULL, case_id TEXT NOT NULL, output_tokens REAL, latency_ms REAL, ttft_ms REAL, ok INTEGER,
+  end_s REAL,
+  FOREIGN KEY (run_id, case_id) REFERENCES points(run_id, case_id));
+CREATE INDEX IF NOT EXISTS points_by_case ON points(case_id, fingerprint);
+CREATE INDEX IF NOT EXISTS requests_by_point ON requests(run_id, case_id);
+"""
+
+
+@dataclass(frozen=True)
+class Added:
+    run_ids: list[str]
+    points: int
+    already: int              # points the store held already (adding is idempotent)
+    skipped: dict[str, str]   # result files not added, and why
+
+
+def connect(db: Path | str) -> sqlite3.Connection:
+    """Open (creating) the store; ValueError (one line) when the file is not a servebench history."""
+    db = Path(db)
+    if db.exists() and db.is_dir():
+        raise ValueError(f"{db}: a folder, not a history file")
+    db.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(db)
+    try:
+        con.executescript(SCHEMA)
+        con.execute("SELECT run_id, git_commit FROM runs LIMIT 1")
+    except sqlite3.DatabaseError as err:
+        con.close()
+        raise ValueError(f"{db}: not a servebench history ({err})") from None
+    return con
+
+
+def git_commit(where: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def records_dir(results_dir: Path, r: PointResult) -> Path | None:
+    """Where a point's AIPerf records are: beside the results folder as a session writes it, else where it ran."""
+    for cand in (results_dir / r.identity.profile / r.identity.case_id / "aiperf", Path(r.run.artifact_dir)):
+        if (cand / "profile_export.jsonl").is_file():
+            return cand
+    return None
+
+
+def request_rows(artifact_dir: Path | None) -> list[tuple]:
+    """(output tokens, latency ms, TTFT ms, ok, end s) of each profiled request."""
+    if artifact_dir is None:
+        return []
+    rows = []
+    for rec in read_records(artifact_dir):
+        if rec.get("metadata", {}).get("benchmark_phase") != "profiling":
+            continue
+        m = rec.get("metrics", {})
+        val = lambda k: (m.get(k) or {}).get("value")  # noqa: E731
+        end = rec["metadata"].get("request_end_ns")
+        rows.append((val("output_sequence_length") or 0.0, val("request_latency"), val("time_to_first_token"),
+                     0 if "error" in rec else 1, end / 1e9 if end else None))
+    return rows
+
+
+def add(db: Path | str, results_dir: Path | str, commit: str | None = None) -> Added:
+    """Record every valid point of a results folder (one transaction: all or nothing). ValueError (one line) when
+    the folder is not a results folder or holds no valid point."""
+    results_dir = Path(results_dir)
+    points_folder(results_dir)
+    points, skipped = load_points(results_dir)
+    if not points:
+        raise ValueError(f"{results_dir}: no valid result in points/; nothing added")
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    added = already = 0
+    with closing(connect(db)) as con, con:
+        for r in points:
+            idn = r.identity
+            con.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?)", (idn.run_id, commit, now, str(results_dir)))
+            if con.execute("SELECT 1 FROM points WHERE run_id = ? AND case_id = ?",
+                           (idn.run_id, idn.case_id)).fetchone():
+                already += 1
+                continue
+            ttft = r.latency_ms.ttft
+            con.execute("INSERT INTO points VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+                idn.run_id, idn.case_id, idn.profile, idn.cluster, idn.concurrency, idn.recipe_fingerprint,
+                r.throughput.gpus, r.throughput.duration_s, None if r.verdict is None else int(r.verdict.passed),
+                r.throughput.output_tps_per_gpu, r.interactivity.output_tps_per_user.p50, ttft.p50, ttft.p99,
+                r.requests.error_rate, idn.started_at, json.dumps(r.dump())))
+            con.executemany("INSERT INTO requests VALUES (?,?,?,?,?,?,?)",
+                            [(idn.run_id, idn.case_id, *row) for row in request_rows(records_dir(results_dir, r))])
+            added += 1
+    log.info("history %s: %d point(s) added, %d already there", db, added, already)
+    return Added(sorted({r.identity.run_id for r in points}), added, already, skipped)
+
+
+def runs(db: Path | str) -> list[dict]:
+    with closing(connect(db)) as con:
+        rows = con.execute("SELECT r.run_id, r.git_commit, r.added_at, COUNT(p.case_id), SUM(p.passed) FROM runs r "
+                           "LEFT JOIN points p USING (run_id) GROUP BY r.run_id ORDER BY MIN(p.started_at), r.run_id")
+        return [{"run_id": a, "git_commit": b, "added_at": c, "points": n, "passed": ok or 0} for a, b, c, n, ok in rows]
+
+
+def point(con: sqlite3.Connection, run_id: str, case_id: str) -> dict | None:
+    row = con.execute("SELECT fingerprint, gpus, duration_s, output_tps_per_gpu, tps_per_user_p50, ttft_p50_ms, "
+                      "ttft_p99_ms, error_rate FROM points WHERE run_id = ? AND case_id = ?", (run_id, case_id)).fetchone()
+    if row is None:
+        return None
+    keys = ("fingerprint", "gpus", "duration_s", "output_tps_per_gpu", "tps_per_user_p50", "ttft_p50_ms",
+            "ttft_p99_ms", "error_rate")
+    out = dict(zip(keys, row))
+    out["requests"] = con.execute("SELECT output_tokens, latency_ms, ttft_ms, ok, end_s FROM requests WHERE run_id = ? AND "
+                                  "case_id = ?", (run_id, case_id)).fetchall()
+    return out
+
+
+def cases(con: sqlite3.Connection, run_id: str) -> list[str]:
+    return [c for (c,) in con.execute("SELECT case_id FROM points WHERE run_id = ? ORDER BY case_id", (run_id,))]
+
+
+def resolve_run(con: sqlite3.Connection, key: str) -> str:
+    """A run id, a unique prefix of one, or a git commit (prefix) naming exactly one run."""
+    found = [r for (r,) in con.execute("SELECT run_id FROM runs WHERE run_id = ? OR run_id LIKE ? OR git_commit "
+                                       "LIKE ?", (key, f"{key}%", f"{key}%"))]
+    if len(set(found)) != 1:
+        raise ValueError(f"{key!r} names {'several runs' if found else 'no run'} in the history"
+                         + (f": {', '.join(sorted(set(found))[:5])}" if found else "; see `servebench history list`"))
+    return found[0]

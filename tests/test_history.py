@@ -1,0 +1,108 @@
+"""The results history (SQLite) and comparisons with confidence, on real H200 runs of the same point: the suite's
+first H200 run (tests/data/h200-suite-run, main 9e0aca9) and this repository's (tests/data/h200-gpu-run)."""
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from servebench import history
+from servebench.compare import compare_point
+from tests.conftest import run_cli
+
+DATA = Path(__file__).parent / "data"
+CASE, PROFILE = "llama-770m-h200-vllm-c8", "llama-770m-h200-vllm"
+
+
+def results(tmp_path, name, result_json: Path, records: Path) -> Path:
+    """A results folder as a session leaves it: points/<case>.json and the point's AIPerf records."""
+    d = tmp_path / name
+    (d / "points").mkdir(parents=True)
+    shutil.copy(result_json, d / "points" / f"{CASE}.json")
+    shutil.copytree(records, d / PROFILE / CASE / "aiperf")
+    return d
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    old = results(tmp_path, "old", DATA / "h200-suite-run/vllm-c8/result-as-judged-then.json", DATA / "h200-suite-run/vllm-c8")
+    new = results(tmp_path, "new", DATA / "h200-gpu-run/points/llama-770m-h200-vllm-c8.json", DATA / "h200-gpu-run/aiperf/vllm-c8")
+    return tmp_path / "h.sqlite", old, new
+
+
+def test_adding_a_run_records_its_points_and_requests_once(two_runs):
+    db, old, new = two_runs
+    first = history.add(db, new, commit="abc123")
+    again = history.add(db, new, commit="abc123")
+    assert (first.points, first.already, again.points, again.already) == (1, 0, 0, 1)
+    con = sqlite3.connect(db)
+    (n_req,) = con.execute("SELECT COUNT(*) FROM requests").fetchone()
+    summary = json.loads((DATA / "h200-gpu-run/aiperf/vllm-c8/profile_export_aiperf.json").read_text())
+    assert n_req == summary["request_count"]["avg"]                      # every profiled request, once
+    assert history.runs(db)[0]["git_commit"] == "abc123"
+
+
+def test_a_corrupt_store_or_a_foreign_folder_is_refused_and_loses_nothing(two_runs, tmp_path):
+    db, old, new = two_runs
+    history.add(db, new)
+    before = db.read_bytes()
+    (tmp_path / "foreign").mkdir()
+    for bad in (tmp_path / "foreign", tmp_path / "missing"):
+        with pytest.raises(ValueError, match="no points/ folder|no such folder"):
+            history.add(db, bad)
+    (tmp_path / "empty" / "points").mkdir(parents=True)
+    with pytest.raises(ValueError, match="no valid result"):
+        history.add(db, tmp_path / "empty")
+    assert db.read_bytes() == before
+    junk = tmp_path / "junk.sqlite"
+    junk.write_text("not a database at all " * 100)
+    res = run_cli("history", "add", new, "--db", junk)
+    assert res.returncode == 2 and "not a servebench history" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_compare_reports_each_metric_with_a_bootstrap_interval(two_runs):
+    db, old, new = two_runs
+    history.add(db, old)
+    history.add(db, new)
+    res = run_cli("compare", "20261201-00", "20261201-05", "--db", db)    # run ids by prefix
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[1] == f"{CASE}: better"              # 488 -> 571 tok/s per GPU
+    row = next(ln for ln in res.stdout.splitlines() if "output_tps_per_gpu" in ln)
+    low, high = (float(x) for x in row.split("[")[1].split("]")[0].replace("%", "").split(","))
+    assert 0 < low < 17 < high                                          # +17% measured, interval around it
+
+
+def test_a_run_against_itself_is_within_noise_everywhere(two_runs):
+    db, old, new = two_runs
+    history.add(db, new)
+    import contextlib
+    with contextlib.closing(history.connect(db)) as con:
+        run = history.runs(db)[0]["run_id"]
+        p = history.point(con, run, CASE)
+    changes = compare_point(p, p)
+    assert [c.verdict for c in changes] == ["within noise"] * 5
+    assert all(c.low <= 0 <= c.high for c in changes)
+
+
+@pytest.mark.parametrize("opt_out", [False, True])
+def test_a_session_records_its_points_unless_told_not_to(pytester, catalog, opt_out):
+    """Reused points count as measured: the session adds them (and nothing else) to <results-dir>/history.sqlite."""
+    from tests.conftest import by_id, copy_suite
+    copy_suite(pytester.path)
+    prior = pytester.path / "prior" / "points"
+    prior.mkdir(parents=True)
+    r = json.loads((DATA / "results-local/points/tiny-llama-cpu-vllm-c1.json").read_text())
+    r["identity"]["recipe_fingerprint"] = by_id(catalog, "tiny-llama-cpu-vllm").fingerprint
+    (prior / "tiny-llama-cpu-vllm-c1.json").write_text(json.dumps(r))
+    res = pytester.runpytest("--import-mode=importlib", "benchmarks", "-m", "local and not slurm", "-k", "vllm-c1",
+                             "--reuse-results", str(prior.parent), "--results-dir", "out", "-p", "no:cacheprovider",
+                             *(["--no-history"] if opt_out else []))
+    res.assert_outcomes(passed=1)
+    db = pytester.path / "out/history.sqlite"
+    if opt_out:
+        assert not db.exists()
+    else:
+        res.stdout.fnmatch_lines(["history: *out/history.sqlite: 1 point(s) added"])
+        assert [(x["run_id"], x["points"]) for x in history.runs(db)] == [(r["identity"]["run_id"], 1)]
