@@ -16,6 +16,7 @@ from . import history
 from . import report as report_mod
 from .baseline import load as load_baseline
 from .catalog import Catalog
+from .errors import ConfigError
 from .cluster import Allocation, release_all
 from .manifest import Manifest, merge
 from .matrix import Point, points
@@ -82,6 +83,14 @@ class ServebenchSession:
         return next(p for p in self.catalog().profiles if p.id == profile_id)
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        """What the catalog holds but servebench does not run (srt-slurm recipes of other kinds), one line each."""
+        try:
+            cat = self.catalog()
+        except ConfigError:
+            return []           # collection reports the problems, once
+        return [f"servebench: not run: {file}: {why}" for file, why in sorted(cat.skipped.items())]
+
     def pytest_configure_node(self, node) -> None:   # xdist, controller side
         node.workerinput["servebench_run_id"] = self.run_id
 

@@ -109,3 +109,19 @@ def test_a_fork_field_is_refused_unless_the_catalog_declares_the_fork(catalog_di
 def test_the_shipped_catalog_declares_what_it_follows():
     cat = Catalog.load(REPO / "recipes")
     assert cat.declared.srt_slurm == "v1.0.68" and cat.declared.extensions == []
+
+
+def test_srt_recipes_collect_as_cases_and_the_others_are_named_in_the_header(pytester, catalog_dir):
+    from tests.conftest import copy_suite
+    copy_suite(pytester.path)
+    shutil.copytree(catalog_dir / "srt", pytester.path / "recipes/srt")
+    shutil.copytree(catalog_dir / "users", pytester.path / "recipes/users")
+    for name in ("h100-8.yaml", "b200-8.yaml"):
+        shutil.copy(catalog_dir / "clusters" / name, pytester.path / "recipes/clusters" / name)
+    res = pytester.runpytest("--import-mode=importlib", "benchmarks", "-m", "h100 or b200", "--collect-only", "-q",
+                             "-p", "no:cacheprovider")
+    cases = sorted(ln.split("[", 1)[1].rstrip("]") for ln in res.outlines if "::test_point[" in ln)
+    assert cases == ["nemotron-b200-nemotron-c64", "qwen06-h100-qwen06-c8", "qwen32-h100-qwen32-c64"], res.outlines
+    res = pytester.runpytest("--import-mode=importlib", "benchmarks", "-m", "h100", "-p", "no:cacheprovider")
+    assert len([ln for ln in res.outlines if ln.startswith("servebench: not run:")]) == 2
+    res.stdout.fnmatch_lines(["servebench: not run: *agg-low-latency.yaml: a sglang recipe: *"])
