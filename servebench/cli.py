@@ -160,6 +160,10 @@ def cmd_report(args) -> int:
         return 2
     for name, why in sorted(rep.rejected.items()):
         print(f"{args.results}/points/{name}: skipped: {why}", file=sys.stderr)
+    db = Path(args.history) if args.history else Path(args.results) / "history.sqlite"
+    if db.is_file():
+        from . import html_report
+        rep.files.append(html_report.write(db, rep.files[0].parent / "report.html", Path(args.results)))
     if not rep.points:
         print(f"{args.results}/points: no valid result file in it", file=sys.stderr)
     print("\n".join(str(f) for f in rep.files))
@@ -245,7 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_capacity)
 
-    p = sub.add_parser("report", help="Pareto plots, offload A/B, markdown summary and CSV of a results directory")
+    p = sub.add_parser("report", help="Pareto plots, offload A/B, markdown summary and CSV of a results directory "
+                       "(and report.html over its history.sqlite)")
+    p.add_argument("--history", metavar="DB", help="history for report.html (default: RESULTS/history.sqlite)")
     p.add_argument("results", help="results directory (reads <results>/points/*.json)")
     p.add_argument("--out", help="output directory (default: <results>/report)")
     p.set_defaults(func=cmd_report)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from . import history
+from . import history, html_report
 from . import report as report_mod
 from .baseline import load as load_baseline
 from .catalog import Catalog
@@ -124,7 +124,8 @@ class ServebenchSession:
         db = self.config.getoption("--history") or str(self.results_dir / "history.sqlite")
         try:   # like the report: never at the cost of the run's results
             added = history.add(db, self.results_dir, history.git_commit(Path(self.config.rootpath)))
-            self.history_line = f"history: {db}: {added.points} point(s) added"
+            page = html_report.write(db, self.results_dir / "report" / "report.html", self.results_dir)
+            self.history_line = f"history: {db}: {added.points} point(s) added; {page}"
         except Exception as err:  # noqa: BLE001
             log.exception("history add failed")
             self.history_line = f"history not updated: {type(err).__name__}: {err}"

@@ -4,7 +4,6 @@ GB200 defaults (README: AIPerf options), and no point can reuse another point's 
 import json
 import shlex
 import subprocess
-from pathlib import Path
 
 import pytest
 

@@ -7,7 +7,6 @@ import argparse
 import json
 from pathlib import Path
 
-from servebench import flag_tables
 from servebench.flag_rules import table_for
 from servebench.models import GENERATED
 from servebench.server.placement import dry_placement

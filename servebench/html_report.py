@@ -1,0 +1,189 @@
+"""One self-contained HTML page over the results history: opens from a file, a CI artifact or a static site, with
+no network. The data (every run's points, and each run compared with the one before it) is embedded as JSON; a
+small script draws the Pareto plots as SVG for the runs selected, and filters the point table.
+
+``#runs=<id>,<id>`` in the address selects runs at load (what the browser test uses).
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import closing
+from pathlib import Path
+
+from . import history
+from .compare import compare_point
+from .yamlio import write_atomic
+
+COMPARED = 8      # each of the last runs against the one before it
+
+
+def collect(db: Path | str, results_dir: Path | None = None) -> dict:
+    """Runs (oldest first) with their points, and consecutive comparisons of the points two runs share."""
+    runs = history.runs(db)
+    out = {"runs": [], "comparisons": []}
+    with closing(history.connect(db)) as con:
+        for run in runs:
+            rows = con.execute(
+                "SELECT case_id, profile, cluster, concurrency, passed, output_tps_per_gpu, tps_per_user_p50, "
+                "ttft_p50_ms, error_rate, result_json FROM points WHERE run_id = ? ORDER BY case_id", (run["run_id"],))
+            points = []
+            for case, profile, cluster, conc, passed, tps, user, ttft, err, blob in rows:
+                r = json.loads(blob)
+                href = f"../points/{case}.json" if results_dir and (results_dir / "points" / f"{case}.json").is_file() \
+                    else None
+                points.append({"case": case, "profile": profile, "cluster": cluster, "model": r["identity"]["model"],
+                               "concurrency": conc, "passed": passed, "tps_gpu": tps, "tps_user": user,
+                               "ttft_p50": ttft, "error_rate": err, "href": href,
+                               "cpu_tier": ((r.get("server") or {}).get("prompt_token_shares") or {}).get("cpu_tier"),
+                               "offload": r["identity"]["offload"]["enabled"]})
+            out["runs"].append({**run, "points": points})
+        ids = [r["run_id"] for r in runs]
+        for a, b in list(zip(ids, ids[1:]))[-COMPARED:]:
+            shared = sorted(set(history.cases(con, a)) & set(history.cases(con, b)))
+            for case in shared:
+                changes = compare_point(history.point(con, a, case), history.point(con, b, case))
+                out["comparisons"].append({"a": a, "b": b, "case": case,
+                                           "changes": [c.__dict__ for c in changes]})
+    return out
+
+
+def write(db: Path | str, out: Path, results_dir: Path | None = None) -> Path:
+    data = collect(db, results_dir)
+    page = TEMPLATE.replace("__DATA__", json.dumps(data).replace("</", "<\\/"))   # no "</script>" inside
+    write_atomic(out, page)
+    return out
+
+
+TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>servebench results</title>
+<style>
+body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
+td:first-child,th:first-child{text-align:left}.failed{color:#b00}.passed{color:#070}
+.better{color:#070}.worse{color:#b00}svg{border:1px solid #ddd;margin:.5em 1em .5em 0}label{margin-right:1em}
+</style></head><body>
+<h1>servebench results</h1>
+<p>Every run in the history; select runs to plot and list them. Comparisons: each run against the one before it,
+with 95% bootstrap intervals (README: Results history).</p>
+<div id="runs"></div>
+<h2>Pareto: output tok/s per GPU against tok/s per user</h2><div id="pareto"></div>
+<h2>Offload A/B: share of prompt tokens from the CPU tier</h2><div id="offload"></div>
+<h2>Points</h2><table id="points"></table>
+<h2>Comparisons</h2><table id="comparisons"></table>
+<script type="application/json" id="data">__DATA__</script>
+<script>
+"use strict";
+const DATA = JSON.parse(document.getElementById("data").textContent);
+const fmt = (x, d = 1) => (x === null || x === undefined) ? "n/a" : Number(x).toFixed(d);
+const sfmt = x => (x >= 0 ? "+" : "") + fmt(x);
+const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
+function selected() {
+  return new Set([...document.querySelectorAll("#runs input:checked")].map(e => e.value));
+}
+function el(tag, attrs, text) {
+  const e = document.createElementNS(tag === "svg" || ["circle", "line", "text", "polyline", "g"].includes(tag)
+    ? "http://www.w3.org/2000/svg" : "http://www.w3.org/1999/xhtml", tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+function pareto(points) {
+  const box = document.getElementById("pareto"); box.replaceChildren();
+  const groups = {};
+  for (const p of points) (groups[p.model + " on " + p.cluster] ||= []).push(p);
+  for (const [title, pts] of Object.entries(groups)) {
+    const W = 640, H = 380, M = 56, good = pts.filter(p => p.tps_gpu !== null && p.tps_user !== null);
+    const xs = good.map(p => p.tps_user), ys = good.map(p => p.tps_gpu);
+    const xmax = Math.max(1, ...xs) * 1.1, ymax = Math.max(1, ...ys) * 1.1;
+    const X = v => M + v / xmax * (W - 2 * M), Y = v => H - M - v / ymax * (H - 2 * M);
+    const svg = el("svg", {width: W, height: H, "data-title": title});
+    svg.append(el("text", {x: M, y: 18}, title));
+    svg.append(el("line", {x1: M, y1: H - M, x2: W - M, y2: H - M, stroke: "#888"}));
+    svg.append(el("line", {x1: M, y1: M, x2: M, y2: H - M, stroke: "#888"}));
+    svg.append(el("text", {x: W / 2 - 40, y: H - 12}, "tok/s per user"));
+    svg.append(el("text", {x: 4, y: M - 8}, "tok/s per GPU"));
+    svg.append(el("text", {x: W - M - 30, y: H - M + 16}, fmt(xmax, 0)));
+    svg.append(el("text", {x: M - 40, y: M + 4}, fmt(ymax, 0)));
+    svg.append(el("text", {x: M - 12, y: H - M + 16}, "0"));
+    const series = {};
+    for (const p of good) (series[p.run + " " + p.profile] ||= []).push(p);
+    Object.entries(series).forEach(([name, s], i) => {
+      s.sort((a, b) => a.concurrency - b.concurrency);
+      const color = COLORS[i % COLORS.length];
+      svg.append(el("polyline", {points: s.map(p => X(p.tps_user) + "," + Y(p.tps_gpu)).join(" "),
+                                  fill: "none", stroke: color}));
+      for (const p of s) {
+        const c = el("circle", {cx: X(p.tps_user), cy: Y(p.tps_gpu), r: 4, fill: color, class: "point",
+                                "data-case": p.case, "data-run": p.run});
+        c.append(el("title", {}, p.case + " (" + p.run + "): " + fmt(p.tps_gpu) + " tok/s/GPU"));
+        svg.append(c);
+      }
+      svg.append(el("text", {x: M + 10, y: H - M - 10 - 14 * i, fill: color}, name));
+    });
+    box.append(svg);
+  }
+}
+function table(points) {
+  const t = document.getElementById("points");
+  t.innerHTML = "<tr><th>case</th><th>run</th><th>verdict</th><th>tok/s per GPU</th><th>tok/s per user p50</th>" +
+    "<th>TTFT p50 ms</th><th>error rate</th><th>CPU-tier share</th><th>result</th></tr>";
+  for (const p of points) {
+    const tr = t.insertRow();
+    const verdict = p.passed === null ? "not judged" : (p.passed ? "passed" : "failed");
+    const cells = [p.case, p.run, verdict, fmt(p.tps_gpu), fmt(p.tps_user), fmt(p.ttft_p50),
+                   fmt(100 * (p.error_rate || 0)) + "%", p.cpu_tier === null ? "" : fmt(100 * p.cpu_tier) + "%"];
+    cells.forEach((v, i) => { const td = tr.insertCell(); td.textContent = v; if (i === 2) td.className = verdict; });
+    const link = tr.insertCell();
+    if (p.href) { const a = el("a", {href: p.href}, "JSON"); link.append(a); }
+  }
+}
+function offload(points) {
+  const box = document.getElementById("offload"); box.replaceChildren();
+  const arms = points.filter(p => p.offload && p.cpu_tier !== null);
+  if (!arms.length) { box.textContent = "no offload arm among the selected runs"; return; }
+  const t = el("table", {}); t.innerHTML = "<tr><th>case</th><th>run</th><th>CPU-tier share</th><th>tok/s per GPU</th></tr>";
+  for (const p of arms) {
+    const tr = t.insertRow();
+    [p.case, p.run, fmt(100 * p.cpu_tier) + "%", fmt(p.tps_gpu)].forEach(v => { tr.insertCell().textContent = v; });
+  }
+  box.append(t);
+}
+function comparisons(runs) {
+  const t = document.getElementById("comparisons");
+  t.innerHTML = "<tr><th>case</th><th>B against A</th><th>metric</th><th>A</th><th>B</th><th>change [95%]</th><th>verdict</th></tr>";
+  for (const c of DATA.comparisons.filter(c => runs.has(c.a) && runs.has(c.b))) {
+    for (const ch of c.changes) {
+      const tr = t.insertRow();
+      const pct = 100, unit = ch.metric === "error_rate" ? " pts" : "%";
+      const span = ch.low === null ? "" : " [" + sfmt(ch.low * pct) + ", " + sfmt(ch.high * pct) + "]";
+      [c.case, c.b + " vs " + c.a, ch.metric, fmt(ch.a), fmt(ch.b),
+       ch.rel === null ? "" : sfmt(ch.rel * pct) + unit + span, ch.verdict].forEach((v, i) => {
+        const td = tr.insertCell(); td.textContent = v;
+        if (i === 6) td.className = ch.verdict === "better" ? "better" : ch.verdict === "worse" ? "worse" : "";
+      });
+    }
+  }
+}
+function render() {
+  const runs = selected();
+  const points = DATA.runs.filter(r => runs.has(r.run_id)).flatMap(r => r.points.map(p => ({...p, run: r.run_id})));
+  pareto(points); table(points); offload(points); comparisons(runs);
+  document.body.dataset.selected = [...runs].join(",");
+}
+(function init() {
+  const box = document.getElementById("runs");
+  const wanted = new URLSearchParams(location.hash.slice(1)).get("runs");
+  const pick = wanted ? new Set(wanted.split(",")) : null;
+  DATA.runs.forEach((r, i) => {
+    const label = el("label", {});
+    const box1 = el("input", {type: "checkbox", value: r.run_id});
+    box1.checked = pick ? pick.has(r.run_id) : i >= DATA.runs.length - 2;
+    box1.addEventListener("change", render);
+    label.append(box1, " " + r.run_id + " (" + (r.git_commit || "?").slice(0, 8) + ", " + r.points.length + " points)");
+    box.append(label);
+  });
+  render();
+})();
+</script></body></html>
+"""

@@ -1,0 +1,88 @@
+"""report.html: one self-contained page over the results history, tested in a real headless browser (Debian's
+chromium; .ci/run installs it) on two real H200 runs of the same point."""
+
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import pytest
+
+from servebench import history, html_report
+from tests.test_history import DATA, results
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_browser = pytest.mark.skipif(CHROMIUM is None, reason="no chromium here: apt-get install chromium (.ci/run does)")
+OLD, NEW = "20261201-002632-930", "20261201-055706-822"
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("html")
+    old = results(tmp, "old", DATA / "h200-suite-run/vllm-c8/result-as-judged-then.json", DATA / "h200-suite-run/vllm-c8")
+    new = results(tmp, "new", DATA / "h200-gpu-run/points/llama-770m-h200-vllm-c8.json", DATA / "h200-gpu-run/aiperf/vllm-c8")
+    db = tmp / "history.sqlite"
+    history.add(db, old, commit="9e0aca9")
+    history.add(db, new, commit="2fb02d3")
+    return html_report.write(db, new / "report" / "report.html", new)
+
+
+class Refs(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.refs = []
+
+    def handle_starttag(self, tag, attrs):
+        self.refs += [(tag, k, v) for k, v in attrs if k in ("src", "href") or (tag == "link")]
+
+
+def test_the_page_needs_no_network_and_embeds_every_point(page):
+    text = page.read_text()
+    refs = Refs()
+    refs.feed(text)
+    assert refs.refs == [] and "@import" not in text                  # nothing to fetch (links are made by the script)
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', text, re.S).group(1))
+    assert [r["run_id"] for r in data["runs"]] == [OLD, NEW]
+    assert [c["case"] for c in data["comparisons"]] == ["llama-770m-h200-vllm-c8"]
+    assert data["comparisons"][0]["changes"][0]["verdict"] == "better"
+    assert data["runs"][1]["points"][0]["href"] == "../points/llama-770m-h200-vllm-c8.json"
+
+
+def browse(page, fragment="", extra=()):
+    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+                          "--virtual-time-budget=5000", *extra, f"file://{page}{fragment}"],
+                         capture_output=True, text=True, timeout=120)
+    console = [ln for ln in out.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
+    return out.stdout, console
+
+
+@needs_browser
+def test_it_renders_without_console_errors_and_selecting_a_run_changes_what_is_shown(page):
+    dom, console = browse(page, extra=["--dump-dom"])
+    assert console == [], console
+    assert len(re.findall(r'<circle[^>]*class="point"', dom)) == 2          # the last two runs, one point each
+    assert "better" in dom and "[+" in dom                                  # the comparison, with its interval
+    dom, console = browse(page, f"#runs={OLD}", ["--dump-dom"])
+    assert console == [] and len(re.findall(r'<circle[^>]*class="point"', dom)) == 1
+    assert f'data-run="{OLD}"' in dom and f'data-run="{NEW}"' not in dom
+    assert "<td>" + NEW not in dom
+
+
+@needs_browser
+def test_a_script_error_in_the_page_is_caught(page, tmp_path):
+    broken = tmp_path / "broken.html"
+    broken.write_text(page.read_text().replace("(function init() {", "(function init() { undefinedThing();"))
+    _, console = browse(broken, extra=["--dump-dom"])
+    assert any("undefinedThing" in ln for ln in console), console
+
+
+@needs_browser
+def test_screenshot(page, tmp_path):
+    shot = tmp_path / "report.png"
+    browse(page, extra=[f"--screenshot={shot}", "--window-size=1100,1400", "--hide-scrollbars"])
+    from PIL import Image
+    img = Image.open(shot).convert("RGB")
+    assert img.size == (1100, 1400)
+    colors = img.crop((0, 150, 600, 600)).getcolors(maxcolors=100000)
+    assert len(colors) > 20                                                 # a plot, not a blank page
