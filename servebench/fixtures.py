@@ -206,12 +206,37 @@ def sb_judge(sb_point: Point, request: pytest.FixtureRequest, record_property) -
 
     def judge_and_store(measured: Measured) -> Verdict:
         errors = file_problems(measured.path) if measured.path.is_file() else [f"no result file at {measured.path}"]
-        verdict = judge(measured.result, sb_point.profile, session.baseline, session.baseline_file, errors)
+        verdict = judge(measured.result, sb_point.profile, session.baseline, session.baseline_file, errors,
+                        against=_against(request.config, measured))
         stored = measured.with_verdict(verdict)
         for name, value in properties(stored.result).items():
             record_property(name, value)
         return verdict
     return judge_and_store
+
+
+def _against(config: pytest.Config, measured: Measured):
+    """(run, change of output tok/s per GPU) against --compare-run's same point, or None."""
+    from contextlib import closing
+
+    from . import history
+    from .compare import compare_point
+
+    run = config.getoption("--compare-run")
+    if not run:
+        return None
+    session = of(config)
+    db = config.getoption("--history") or str(session.results_dir / "history.sqlite")
+    with closing(history.connect(db)) as con:
+        run_id = history.resolve_run(con, run)
+        base = history.point(con, run_id, measured.result.identity.case_id)
+    if base is None:
+        return None
+    r = measured.result
+    mine = {"duration_s": r.throughput.duration_s, "gpus": r.throughput.gpus,
+            "output_tps_per_gpu": r.throughput.output_tps_per_gpu,
+            "requests": history.request_rows(Path(r.run.artifact_dir))}
+    return run_id, compare_point(base, mine)[0]
 
 
 def _status_line(config: pytest.Config):

@@ -59,6 +59,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--history", metavar="DB",
                     help="record every measured point in this results history at the end (default: "
                          "<results-dir>/history.sqlite; see `servebench history`, `servebench compare`)")
+    group.addoption("--compare-run", metavar="RUN",
+                    help="also fail a point that is worse with confidence than the same point of this run of the "
+                         "history (output tok/s per GPU, 95% bootstrap interval; see `servebench compare`)")
     group.addoption("--no-history", action="store_true", help="do not record this session's points in the history")
     group.addoption("--aiperf-bin", metavar="PATH", default=os.environ.get("AIPERF_BIN", DEFAULT_AIPERF),
                     help=f"AIPerf executable (its own venv; default: $AIPERF_BIN or {DEFAULT_AIPERF})")

@@ -50,6 +50,15 @@ class ServebenchSession:
                 self.baseline = load_baseline(Path(self.baseline_file))
             except ValueError as err:
                 raise pytest.UsageError(str(err)) from None
+        compare_run = config.getoption("--compare-run")
+        if compare_run:   # an unknown run stops the session before anything is allocated
+            from contextlib import closing
+            db = config.getoption("--history") or str(self.results_dir / "history.sqlite")
+            try:
+                with closing(history.connect(db)) as con:
+                    history.resolve_run(con, compare_run)
+            except ValueError as err:
+                raise pytest.UsageError(f"--compare-run: {db}: {err}") from None
         reuse = config.getoption("--reuse-results")
         if reuse:
             try:   # a points file that is bad is skipped (and the point runs); a folder that is not one stops here

@@ -13,7 +13,8 @@ from .result import Check, PointResult, Verdict
 
 
 def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
-          baseline_file: str | None = None, schema_errors: list[str] = ()) -> Verdict:
+          baseline_file: str | None = None, schema_errors: list[str] = (), against: tuple[str, object] | None = None
+          ) -> Verdict:
     """All checks in order. ``schema_errors``: how the written file breaks the checked-in JSON Schema (what
     consumers of the file rely on). With a baseline (servebench.baseline), the point must also keep its
     throughput within the profile's tolerance."""
@@ -57,6 +58,13 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                                     f"(run {base['run_id']}; profile.gates.baseline_tolerance){note}"))
 
     checks.append(client_bound(conc, g))
+    if against is not None:        # (run id, servebench.compare.Change of output tok/s per GPU)
+        run, ch = against
+        span = "" if ch.low is None else f" [{ch.low:+.1%}, {ch.high:+.1%}]"
+        checks.append(Check(name="regression", ok=ch.verdict != "worse",
+                            message=f"regression with confidence: output tok/s per GPU {_num(ch.b)} against "
+                                    f"{_num(ch.a)} in run {run}, {ch.rel:+.1%}{span} (95% bootstrap interval; "
+                                    "--compare-run, README: Results history)"))
     return Verdict(passed=all(c.ok for c in checks), checks=checks, baseline=baseline_file,
                    judged_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 

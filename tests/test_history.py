@@ -104,5 +104,37 @@ def test_a_session_records_its_points_unless_told_not_to(pytester, catalog, opt_
     if opt_out:
         assert not db.exists()
     else:
-        res.stdout.fnmatch_lines(["history: *out/history.sqlite: 1 point(s) added"])
+        res.stdout.fnmatch_lines(["history: *out/history.sqlite: 1 point(s) added; *out/report/report.html"])
         assert [(x["run_id"], x["points"]) for x in history.runs(db)] == [(r["identity"]["run_id"], 1)]
+
+
+def test_the_gate_fails_a_point_worse_with_confidence_than_a_run_of_the_history(two_runs, catalog):
+    """--compare-run: the old H200 point judged against the newer run is a regression with confidence; the newer
+    one judged against the old is not."""
+    import contextlib
+    from servebench import result
+    from servebench.verdict import judge
+    from tests.conftest import by_id
+    db, old, new = two_runs
+    history.add(db, old)
+    history.add(db, new)
+    profile = by_id(catalog, PROFILE)
+    with contextlib.closing(history.connect(db)) as con:
+        p_old, p_new = (history.point(con, history.resolve_run(con, r), CASE) for r in ("20261201-00", "20261201-05"))
+    r_old = result.read(old / "points" / f"{CASE}.json")
+    worse = judge(r_old, profile, against=("20261201-055706-822", compare_point(p_new, p_old)[0]))
+    msg = [c.message for c in worse.checks if c.name == "regression" and not c.ok]
+    assert msg and msg[0].startswith("regression with confidence: output tok/s per GPU 488.1 against 571.0 in run "
+                                     "20261201-055706-822, -14.5% [")
+    r_new = result.read(new / "points" / f"{CASE}.json")
+    fine = judge(r_new, profile, against=("20261201-002632-930", compare_point(p_old, p_new)[0]))
+    assert [c.ok for c in fine.checks if c.name == "regression"] == [True]
+
+
+def test_an_unknown_compare_run_stops_the_session(pytester):
+    from tests.conftest import copy_suite
+    copy_suite(pytester.path)
+    res = pytester.runpytest("--import-mode=importlib", "benchmarks", "-m", "local", "--compare-run", "nope",
+                             "--results-dir", "out", "-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*--compare-run: *history.sqlite: 'nope' names no run in the history*"])
