@@ -134,3 +134,13 @@ def git_show(ref: str, path: Path) -> bytes | None:
             raise ConfigError(Problem(str(path), "", f"unknown git ref {ref!r}", "pass a commit, branch or tag"))
         return None
     return proc.stdout
+
+
+def affected(entries: list, profile_id: str) -> list[int]:
+    """Indexes of the changelog entries whose config-keys select this profile (ids or globs over them)."""
+    out = []
+    for i, entry in enumerate(entries or []):
+        keys = entry.get("config-keys") if isinstance(entry, dict) else None
+        if isinstance(keys, list) and any(isinstance(k, str) and fnmatch.fnmatchcase(profile_id, k) for k in keys):
+            out.append(i)
+    return out

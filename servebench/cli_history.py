@@ -27,6 +27,8 @@ def add_parsers(sub) -> None:
     p.add_argument("run_b", help="run id (or prefix, or commit) compared with it")
     p.add_argument("--db", default=history.DEFAULT_DB)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--changelog", default="perf-changelog.yaml",
+                   help="group the points by the perf-changelog entries whose config-keys select them")
     p.set_defaults(func=cmd_compare)
 
 
@@ -63,6 +65,8 @@ def cmd_compare(args) -> int:
                 raise ValueError(f"runs {run_a} and {run_b} measured no point in common")
             table = {case: compare_point(history.point(con, run_a, case), history.point(con, run_b, case))
                      for case in shared}
+            profiles = dict(con.execute(f"SELECT case_id, profile FROM points WHERE run_id = ? AND case_id IN "
+                                        f"({','.join('?' * len(shared))})", (run_b, *shared)).fetchall())
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2
@@ -75,7 +79,34 @@ def cmd_compare(args) -> int:
         print(f"{case}: {head.verdict}")
         for ch in changes:
             print(f"  {ch.metric:20} {_num(ch.a):>10} -> {_num(ch.b):>10}  {_change(ch)}")
+    _by_changelog(args.changelog, table, profiles)
     return 0
+
+
+def _by_changelog(path: str, table: dict, profiles: dict[str, str]) -> None:
+    """Per perf-changelog entry: the compared points its config-keys select, and their output tok/s verdicts."""
+    from pathlib import Path
+
+    from . import yamlio
+    from .changelog import affected
+    from .errors import ConfigError
+
+    if not Path(path).is_file():
+        return
+    try:
+        entries = yamlio.load(path)
+    except ConfigError:
+        return           # `servebench changelog check` reports a broken changelog
+    groups: dict[int, list[str]] = {}
+    for case in table:
+        for i in affected(entries, profiles[case]):
+            groups.setdefault(i, []).append(case)
+    for i, cases in sorted(groups.items()):
+        entry = entries[i]
+        verdicts = [table[c][0].verdict for c in cases]
+        summary = ", ".join(f"{verdicts.count(v)} {v}" for v in ("better", "worse", "within noise", "no records")
+                            if verdicts.count(v))
+        print(f"perf-changelog entry {i + 1} ({entry.get('pr-link', 'no pr-link')}): {len(cases)} point(s): {summary}")
 
 
 def _num(x) -> str:

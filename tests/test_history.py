@@ -138,3 +138,17 @@ def test_an_unknown_compare_run_stops_the_session(pytester):
                              "--results-dir", "out", "-p", "no:cacheprovider")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines(["*--compare-run: *history.sqlite: 'nope' names no run in the history*"])
+
+
+def test_compare_groups_the_points_by_the_changelog_entries_that_select_them(two_runs, tmp_path):
+    db, old, new = two_runs
+    history.add(db, old)
+    history.add(db, new)
+    log = tmp_path / "perf-changelog.yaml"
+    log.write_text("- config-keys:\n    - kimi-k3-gb200-*\n  description:\n    - GB200\n"
+                   "  pr-link: https://github.com/o/r/pull/1\n\n"
+                   "- config-keys:\n    - llama-770m-h200-*\n  description:\n    - H200 profiles\n"
+                   "  pr-link: https://github.com/o/r/pull/2\n")
+    res = run_cli("compare", "20261201-00", "20261201-05", "--db", db, "--changelog", log)
+    assert res.stdout.splitlines()[-1] == "perf-changelog entry 2 (https://github.com/o/r/pull/2): 1 point(s): 1 better"
+    assert "entry 1 " not in res.stdout
