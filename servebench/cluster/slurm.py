@@ -13,7 +13,7 @@ import shutil
 import subprocess
 
 from ..poll import Done, PollTimeout, poll
-from .base import Allocation, AllocationRequest, Backend, ClusterError
+from .base import Allocation, AllocationRequest, Backend, ClusterError, stop_process_group
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,9 @@ class SlurmAllocation(Allocation):
                 return
             except subprocess.TimeoutExpired:
                 log.warning("step %s (%s) still running %.0f s after %s", step, proc.name, wait, signal_name)
-        super().stop(proc)
+        # The step did not end (e.g. slurmd still launching it): the local srun client goes at once, without a
+        # second grace period; cancelling the job (release) ends the step on the node.
+        stop_process_group(proc.popen, grace=5.0)
 
     def addresses(self) -> list[str]:
         """Each node's NodeAddr as Slurm knows it (the node name when Slurm has none)."""
