@@ -177,8 +177,27 @@ def test_one_allocation_per_profile(slurm_suite, tmp_path):
     wait_for(lambda: not processes_with(token), 15, "processes to exit")
 
 
+def nodes_idle() -> bool:
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True).stdout.split()
+    return bool(out) and all(state == "idle" for state in out)
+
+
+def hold_programs(token: str) -> list[int]:
+    """The held programs themselves (python ... TOKEN), not the srun clients that carry the token too."""
+    out = []
+    for pid in processes_with(token):
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0].endswith(b"python"):
+                out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_leaves_nothing_behind(slurm_suite, tmp_path, sig):
+    # slurmd may still be finishing the previous test's job: a step launched meanwhile can stall in launch
+    wait_for(nodes_idle, 60, "idle nodes")
     token = f"sbtest-{uuid.uuid4().hex[:8]}"
     (slurm_suite.path / "benchmarks/test_hold.py").write_text(HOLD.replace("TOKEN", token))
     results = tmp_path / "results"
@@ -186,15 +205,18 @@ def test_signal_leaves_nothing_behind(slurm_suite, tmp_path, sig):
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "benchmarks", "-q", "-p", "no:cacheprovider",
                              "--results-dir", str(results)], cwd=slurm_suite.path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    job = None
     try:
-        wait_for(lambda: len([p for p in processes_with(token) if p != proc.pid]) >= 4, 120, "hold processes")
+        wait_for(lambda: len(hold_programs(token)) >= 4, 180, "the held programs on all four nodes")
         part = next(results.glob("manifest.*.json"))
         job = json.loads(part.read_text())["allocations"][0]["job_id"]
         proc.send_signal(sig)
-        out = proc.communicate(timeout=120)[0].decode()
+        out = proc.communicate(timeout=180)[0].decode()
     finally:
         if proc.poll() is None:
             proc.kill()
+            if job:              # the test failed: leave the next test a free cluster
+                subprocess.run(["scancel", job], capture_output=True)
     assert proc.returncode != 0, out
     q = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout.strip()
     assert q == "", f"job {job} still {q}"
