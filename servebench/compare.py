@@ -104,12 +104,14 @@ def _verdict(low: float, high: float, higher_better: bool) -> str:
     return "within noise"
 
 
-def compare_point(a: dict, b: dict, seed: int = 0) -> list[Change]:
-    """Changes of every metric from point ``a`` to point ``b`` (dicts of servebench.history.point)."""
+def compare_point(a: dict, b: dict, seed: int = 0, metrics: tuple[str, ...] | None = None) -> list[Change]:
+    """Changes from point ``a`` to point ``b`` (dicts of servebench.history.point) of ``metrics`` (default: all)."""
     rng = np.random.default_rng(seed)
     out = []
     ra, rb = _array(a["requests"]), _array(b["requests"])
     for name, (higher_better, stat) in METRICS.items():
+        if metrics is not None and name not in metrics:
+            continue
         va, vb = a.get(name), b.get(name)
         absolute = name == "error_rate"
         if absolute:

@@ -236,7 +236,7 @@ def _against(config: pytest.Config, measured: Measured):
     mine = {"duration_s": r.throughput.duration_s, "gpus": r.throughput.gpus,
             "output_tps_per_gpu": r.throughput.output_tps_per_gpu,
             "requests": history.request_rows(Path(r.run.artifact_dir))}
-    return run_id, compare_point(base, mine)[0]
+    return run_id, compare_point(base, mine, metrics=("output_tps_per_gpu",))[0]
 
 
 def _status_line(config: pytest.Config):

@@ -73,7 +73,7 @@ def git_commit(where: Path) -> str | None:
                              timeout=10, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
 def records_dir(results_dir: Path, r: PointResult) -> Path | None:
