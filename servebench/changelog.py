@@ -144,3 +144,33 @@ def affected(entries: list, profile_id: str) -> list[int]:
         if isinstance(keys, list) and any(isinstance(k, str) and fnmatch.fnmatchcase(profile_id, k) for k in keys):
             out.append(i)
     return out
+
+
+def effects(entries: list, verdicts: dict[str, str], profiles: dict[str, str]) -> list[dict]:
+    """Per changelog entry that selects compared points: its index, PR link, description, and the verdicts of the
+    points it selects (``verdicts``: case -> verdict of output tok/s per GPU; ``profiles``: case -> profile id)."""
+    groups: dict[int, list[str]] = {}
+    for case in sorted(verdicts):
+        for i in affected(entries, profiles[case]):
+            groups.setdefault(i, []).append(case)
+    out = []
+    for i, cases in sorted(groups.items()):
+        entry = entries[i]
+        counts = {v: n for v in ("better", "worse", "within noise", "no records")
+                  if (n := sum(verdicts[c] == v for c in cases))}
+        out.append({"entry": i + 1, "pr": entry.get("pr-link") or "no pr-link",
+                    "description": " ".join(str(d) for d in entry.get("description") or []) if isinstance(
+                        entry.get("description"), list) else str(entry.get("description") or ""),
+                    "cases": cases, "counts": counts})
+    return out
+
+
+def load_entries(path: Path | str) -> list:
+    """The changelog's entries, or [] when the file is absent or broken (`servebench changelog check` says why)."""
+    if not Path(path).is_file():
+        return []
+    try:
+        entries = yamlio.load(path)
+    except ConfigError:
+        return []
+    return entries if isinstance(entries, list) else []

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from contextlib import closing
 
-from . import history
-from .compare import compare_point
+from . import changelog, history, noise
 
 
 def add_parsers(sub) -> None:
@@ -21,10 +21,16 @@ def add_parsers(sub) -> None:
     ls = hsub.add_parser("list", help="the runs the history holds")
     ls.add_argument("--db", default=history.DEFAULT_DB)
     ls.set_defaults(func=cmd_history_list)
+    nz = hsub.add_parser("noise", help="run-to-run noise from repeated points (what scripts/measure-noise prints)")
+    nz.add_argument("--db", default=history.DEFAULT_DB)
+    nz.add_argument("--metric", default="output_tps_per_gpu", choices=noise.POOLED)
+    nz.set_defaults(func=cmd_history_noise)
 
-    p = sub.add_parser("compare", help="run B against run A, per point, with bootstrap confidence intervals")
-    p.add_argument("run_a", help="run id (or unique prefix, or git commit) of the reference")
-    p.add_argument("run_b", help="run id (or prefix, or commit) compared with it")
+    p = sub.add_parser("compare", help="run B against run A, per point, with 95% intervals (run-to-run noise, else bootstrap)")
+    p.add_argument("run_a", help="the reference: a run id (or unique prefix), a git commit (all its runs), or last:N "
+                                 "(the N newest runs other than B's)")
+    p.add_argument("run_b", help="the runs compared with it, named the same way")
+    p.add_argument("--profile", help="only this profile's points (with last:N: the N newest runs that measured it)")
     p.add_argument("--db", default=history.DEFAULT_DB)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--changelog", default="perf-changelog.yaml",
@@ -59,54 +65,65 @@ def cmd_history_list(args) -> int:
 def cmd_compare(args) -> int:
     try:
         with closing(history.connect(args.db)) as con:
-            run_a, run_b = history.resolve_run(con, args.run_a), history.resolve_run(con, args.run_b)
-            shared = sorted(set(history.cases(con, run_a)) & set(history.cases(con, run_b)))
-            if not shared:
-                raise ValueError(f"runs {run_a} and {run_b} measured no point in common")
-            table = {case: compare_point(history.point(con, run_a, case), history.point(con, run_b, case))
-                     for case in shared}
-            profiles = dict(con.execute(f"SELECT case_id, profile FROM points WHERE run_id = ? AND case_id IN "
-                                        f"({','.join('?' * len(shared))})", (run_b, *shared)).fetchall())
+            runs_b = history.resolve_runs(con, args.run_b, profile=args.profile)
+            runs_a = history.resolve_runs(con, args.run_a, exclude=tuple(runs_b), profile=args.profile)
+            if set(runs_a) & set(runs_b):
+                raise ValueError(f"{args.run_a!r} and {args.run_b!r} both name run(s) "
+                                 f"{', '.join(sorted(set(runs_a) & set(runs_b)))}")
+            table = history.compare_runs(con, runs_a, runs_b, args.profile)
+            if not table:
+                raise ValueError(f"runs {', '.join(runs_a)} and {', '.join(runs_b)} measured no point in common")
+            profiles = dict(con.execute("SELECT DISTINCT case_id, profile FROM points"))
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2
+    entries = changelog.effects(changelog.load_entries(args.changelog),
+                                {c: chs[0].verdict for c, chs in table.items()}, profiles)
     if args.json:
-        print(json.dumps({c: [ch.__dict__ for ch in chs] for c, chs in table.items()}, indent=1))
+        print(json.dumps({"a": runs_a, "b": runs_b, "points": {c: [ch.__dict__ for ch in chs]
+                                                                for c, chs in table.items()},
+                          "changelog": entries}, indent=1))
         return 0
-    print(f"# {run_b} against {run_a}: change with its 95% bootstrap interval (README: Results history)")
+    print(f"# {', '.join(runs_b)} against {', '.join(runs_a)}: change with its 95% interval (README: Results "
+          "history)")
     for case, changes in table.items():
-        head = changes[0]
-        print(f"{case}: {head.verdict}")
+        print(f"{case}: {changes[0].verdict}  ({changes[0].basis})")
         for ch in changes:
-            print(f"  {ch.metric:20} {_num(ch.a):>10} -> {_num(ch.b):>10}  {_change(ch)}")
-    _by_changelog(args.changelog, table, profiles)
+            basis = "" if ch.basis == changes[0].basis else f"  ({ch.basis})"
+            print(f"  {ch.metric:20} {_num(ch.a):>10} -> {_num(ch.b):>10}  {_change(ch)}{basis}")
+    for e in entries:
+        summary = ", ".join(f"{n} {v}" for v, n in e["counts"].items())
+        print(f"perf-changelog entry {e['entry']} ({e['pr']}): {len(e['cases'])} point(s): {summary}")
     return 0
 
 
-def _by_changelog(path: str, table: dict, profiles: dict[str, str]) -> None:
-    """Per perf-changelog entry: the compared points its config-keys select, and their output tok/s verdicts."""
-    from pathlib import Path
-
-    from . import yamlio
-    from .changelog import affected
-    from .errors import ConfigError
-
-    if not Path(path).is_file():
-        return
+def cmd_history_noise(args) -> int:
+    """Per repeated point: mean, CV, largest drop; per cluster: the pooled noise and the interval it gives."""
     try:
-        entries = yamlio.load(path)
-    except ConfigError:
-        return           # `servebench changelog check` reports a broken changelog
-    groups: dict[int, list[str]] = {}
-    for case in table:
-        for i in affected(entries, profiles[case]):
-            groups.setdefault(i, []).append(case)
-    for i, cases in sorted(groups.items()):
-        entry = entries[i]
-        verdicts = [table[c][0].verdict for c in cases]
-        summary = ", ".join(f"{verdicts.count(v)} {v}" for v in ("better", "worse", "within noise", "no records")
-                            if verdicts.count(v))
-        print(f"perf-changelog entry {i + 1} ({entry.get('pr-link', 'no pr-link')}): {len(cases)} point(s): {summary}")
+        with closing(history.connect(args.db)) as con:
+            clusters = [c for (c,) in con.execute("SELECT DISTINCT cluster FROM points ORDER BY cluster")]
+            found = {c: (history.repeats(con, c, args.metric), history.noise(con, c).get(args.metric))
+                     for c in clusters}
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return 2
+    found = {c: v for c, v in found.items() if v[0]}
+    if not found:
+        print(f"{args.db}: no repeated point (one case measured twice with one recipe fingerprint); run "
+              "scripts/measure-noise", file=sys.stderr)
+        return 1
+    for cluster, (reps, pooled) in found.items():
+        print(f"# {cluster}: {args.metric}, run-to-run")
+        print(f"{'case':40} {'mean':>10} {'CV':>6} {'max drop':>9}  runs")
+        for r in reps:
+            print(f"{r.case[:40]:40} {r.mean:10.1f} {r.cv:6.1%} {r.drop:9.1%}  {', '.join(f'{v:.0f}' for v in r.values)}")
+        if pooled is not None:
+            print(f"pooled: sd of ln = {pooled.sd:.3f} ({pooled.describe()}); a change between two single runs is "
+                  f"within noise inside [{math.expm1(-pooled.band()):+.1%}, {math.expm1(pooled.band()):+.1%}] "
+                  "(what `servebench compare` uses)")
+        print(f"a fixed baseline tolerance noise alone would not cross: max(3 x CV, largest drop) = "
+              f"{noise.tolerance(reps):.2f}")
+    return 0
 
 
 def _num(x) -> str:

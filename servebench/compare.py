@@ -1,17 +1,19 @@
-"""Compare two measurements of the same point with a confidence interval (pure: no I/O).
+"""Compare measurements of the same point, A against B, with a 95% interval and a verdict (pure: no I/O).
 
-Each point's records are resampled with replacement (bootstrap, 2,000 draws, fixed seed) and the statistic
-recomputed. Throughput is a rate, so it is resampled by time: the window is cut into 5 s slices of completed
-output tokens and the slices are resampled (output tok/s per GPU = tokens of the drawn slices / their time / GPUs).
-Per-request statistics resample requests: tok/s per user p50 ((output tokens - 1) / (latency - TTFT)), TTFT p50
-and p99, error rate. The change B vs A is reported with the
-2.5-97.5 percentile interval of its bootstrap distribution; a point is *better* or *worse* when that interval
-excludes no change, else *within noise*.
+Two sources of confidence, the better one first:
 
-What it assumes: requests of one run are exchangeable draws from that run's conditions, so the interval covers the
-noise *within* a run (which requests landed in the window). Run-to-run noise of the machine (other tenants, thermal
-state, a different placement) is not in it; with repeats of the same recipe fingerprint in the history, compare
-those repeats to see it (README: Results history).
+- **Run-to-run** (servebench.noise): when the history holds repeated points of the cluster (the same case and
+  recipe fingerprint measured in several runs), their pooled spread gives the interval of the change between
+  the runs of A and of B. It covers everything that varies between runs of an unchanged recipe.
+- **Within-run bootstrap**, when there are no repeats (and always for the error rate): each side's records are
+  resampled with replacement (2,000 draws, fixed seed) and the statistic recomputed. Throughput is a rate, so it
+  is resampled by time: the window is cut into 5 s slices of completed output tokens and the slices are
+  resampled. Per-request statistics resample requests: tok/s per user p50 ((output tokens - 1) / (latency -
+  TTFT)), TTFT p50 and p99, error rate. It assumes the requests of one run are exchangeable draws from that run's
+  conditions: it covers which requests landed in the window, not the machine's run-to-run noise, so it can call
+  a change that noise alone makes "better" or "worse" (scripts/measure-noise shows by how much).
+
+A point is *better* or *worse* when the interval of its change excludes no change, else *within noise*.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+
+from .noise import Noise, change as noise_change
 
 DRAWS = 2000
 SLICE_S = 5.0
@@ -35,6 +39,7 @@ class Change:
     low: float | None          # interval of rel (None without records)
     high: float | None
     verdict: str               # better | worse | within noise | no records
+    basis: str = "within-run bootstrap"   # or servebench.noise.Noise.describe()
 
 
 METRICS: dict[str, tuple[bool, Callable[[np.ndarray, float, int], float]]] = {}   # name -> (higher is better, stat)
@@ -104,36 +109,60 @@ def _verdict(low: float, high: float, higher_better: bool) -> str:
     return "within noise"
 
 
-def compare_point(a: dict, b: dict, seed: int = 0, metrics: tuple[str, ...] | None = None) -> list[Change]:
+def compare_point(a: dict, b: dict, seed: int = 0, metrics: tuple[str, ...] | None = None,
+                  noise: dict[str, Noise | None] | None = None) -> list[Change]:
     """Changes from point ``a`` to point ``b`` (dicts of servebench.history.point) of ``metrics`` (default: all)."""
+    return compare_groups([a], [b], seed, metrics, noise)
+
+
+def compare_groups(a: Sequence[dict], b: Sequence[dict], seed: int = 0, metrics: tuple[str, ...] | None = None,
+                   noise: dict[str, Noise | None] | None = None) -> list[Change]:
+    """Changes from the runs ``a`` of a point to its runs ``b`` (each a list of servebench.history.point dicts),
+    with the run-to-run ``noise`` of each metric where the history has it, else by bootstrap."""
     rng = np.random.default_rng(seed)
     out = []
-    ra, rb = _array(a["requests"]), _array(b["requests"])
     for name, (higher_better, stat) in METRICS.items():
         if metrics is not None and name not in metrics:
             continue
-        va, vb = a.get(name), b.get(name)
-        absolute = name == "error_rate"
-        if absolute:
-            rel = (vb - va) if va is not None and vb is not None else None
-        else:
-            rel = (vb / va - 1) if va and vb is not None else None
-        usable = len(ra) > 1 and len(rb) > 1 and a.get("duration_s") and b.get("duration_s")
-        if not usable:
-            out.append(Change(name, va, vb, rel, None, None, "no records"))
+        va, vb = [p.get(name) for p in a], [p.get(name) for p in b]
+        ma, mb = _mean(va), _mean(vb)
+        rel = _rel(name, ma, mb)
+        known = (noise or {}).get(name)
+        if known is not None and all(v is not None and v > 0 for v in va + vb):
+            rel, low, high = noise_change(va, vb, known)
+            out.append(Change(name, ma, mb, rel, low, high, _verdict(low, high, higher_better), known.describe()))
             continue
-        sa, sb = (_slices(ra), _slices(rb)) if name == "output_tps_per_gpu" else (ra, rb)
-        if len(sa) < 2 or len(sb) < 2:
-            out.append(Change(name, va, vb, rel, None, None, "no records"))
-            continue
-        ba = _boot(sa, stat, a["duration_s"], a["gpus"] or 1, rng)
-        bb = _boot(sb, stat, b["duration_s"], b["gpus"] or 1, rng)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = bb - ba if absolute else np.where(ba != 0, bb / ba - 1, np.where(bb == 0, 0.0, np.nan))
-        ratio = ratio[np.isfinite(ratio)]
-        if not len(ratio):
-            out.append(Change(name, va, vb, rel, None, None, "no records"))
-            continue
-        low, high = (float(x) for x in np.percentile(ratio, [2.5, 97.5]))
-        out.append(Change(name, va, vb, rel, low, high, _verdict(low, high, higher_better)))
+        out.append(_bootstrap(name, a, b, ma, mb, rel, stat, higher_better, rng))
     return out
+
+
+def _mean(values: list) -> float | None:
+    return None if not values or any(v is None for v in values) else float(np.mean(values))
+
+
+def _rel(name: str, va: float | None, vb: float | None) -> float | None:
+    if name == "error_rate":
+        return (vb - va) if va is not None and vb is not None else None
+    return (vb / va - 1) if va and vb is not None else None
+
+
+def _bootstrap(name, a, b, ma, mb, rel, stat, higher_better, rng) -> Change:
+    none = Change(name, ma, mb, rel, None, None, "no records")
+    if not all(len(p["requests"]) > 1 and p.get("duration_s") for p in (*a, *b)):
+        return none
+    throughput = name == "output_tps_per_gpu"
+    sides = []
+    for group in (a, b):
+        parts = [_slices(_array(p["requests"])) if throughput else _array(p["requests"]) for p in group]
+        sides.append((np.concatenate(parts), group[0]["duration_s"], group[0]["gpus"] or 1))
+    (sa, da, ga), (sb, db, gb) = sides
+    if len(sa) < 2 or len(sb) < 2:
+        return none
+    ba, bb = _boot(sa, stat, da, ga, rng), _boot(sb, stat, db, gb, rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = bb - ba if name == "error_rate" else np.where(ba != 0, bb / ba - 1, np.where(bb == 0, 0.0, np.nan))
+    ratio = ratio[np.isfinite(ratio)]
+    if not len(ratio):
+        return none
+    low, high = (float(x) for x in np.percentile(ratio, [2.5, 97.5]))
+    return Change(name, ma, mb, rel, low, high, _verdict(low, high, higher_better))

@@ -216,27 +216,29 @@ def sb_judge(sb_point: Point, request: pytest.FixtureRequest, record_property) -
 
 
 def _against(config: pytest.Config, measured: Measured):
-    """(run, change of output tok/s per GPU) against --compare-run's same point, or None."""
+    """(runs, change of output tok/s per GPU) against --compare-run's runs of the same point, or None."""
     from contextlib import closing
 
     from . import history
-    from .compare import compare_point
+    from .compare import compare_groups
 
-    run = config.getoption("--compare-run")
-    if not run:
+    key = config.getoption("--compare-run")
+    if not key:
         return None
     session = of(config)
+    r = measured.result
     db = config.getoption("--history") or str(session.results_dir / "history.sqlite")
     with closing(history.connect(db)) as con:
-        run_id = history.resolve_run(con, run)
-        base = history.point(con, run_id, measured.result.identity.case_id)
-    if base is None:
+        runs = [run for run in history.resolve_runs(con, key, exclude=(r.identity.run_id,))
+                if run != r.identity.run_id]
+        base = [p for run in runs if (p := history.point(con, run, r.identity.case_id)) is not None]
+        noise = history.noise(con, r.identity.cluster)
+    if not base:
         return None
-    r = measured.result
     mine = {"duration_s": r.throughput.duration_s, "gpus": r.throughput.gpus,
             "output_tps_per_gpu": r.throughput.output_tps_per_gpu,
             "requests": history.request_rows(Path(r.run.artifact_dir))}
-    return run_id, compare_point(base, mine, metrics=("output_tps_per_gpu",))[0]
+    return ", ".join(runs), compare_groups(base, [mine], metrics=("output_tps_per_gpu",), noise=noise)[0]
 
 
 def _status_line(config: pytest.Config):

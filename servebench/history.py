@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 import subprocess
 from contextlib import closing
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .compare import Change, compare_groups
+from .noise import POOLED, Noise, Repeat, pooled, repeats as _repeats
 from .report import load_points, points_folder
 from .result import PointResult
 from .results import read_records
@@ -139,12 +142,12 @@ def runs(db: Path | str) -> list[dict]:
 
 
 def point(con: sqlite3.Connection, run_id: str, case_id: str) -> dict | None:
-    row = con.execute("SELECT fingerprint, gpus, duration_s, output_tps_per_gpu, tps_per_user_p50, ttft_p50_ms, "
-                      "ttft_p99_ms, error_rate FROM points WHERE run_id = ? AND case_id = ?", (run_id, case_id)).fetchone()
+    keys = ("fingerprint", "cluster", "profile", "gpus", "duration_s", "output_tps_per_gpu", "tps_per_user_p50",
+            "ttft_p50_ms", "ttft_p99_ms", "error_rate")
+    row = con.execute(f"SELECT {', '.join(keys)} FROM points WHERE run_id = ? AND case_id = ?",
+                      (run_id, case_id)).fetchone()
     if row is None:
         return None
-    keys = ("fingerprint", "gpus", "duration_s", "output_tps_per_gpu", "tps_per_user_p50", "ttft_p50_ms",
-            "ttft_p99_ms", "error_rate")
     out = dict(zip(keys, row))
     out["requests"] = con.execute("SELECT output_tokens, latency_ms, ttft_ms, ok, end_s FROM requests WHERE run_id = ? AND "
                                   "case_id = ?", (run_id, case_id)).fetchall()
@@ -157,9 +160,74 @@ def cases(con: sqlite3.Connection, run_id: str) -> list[str]:
 
 def resolve_run(con: sqlite3.Connection, key: str) -> str:
     """A run id, a unique prefix of one, or a git commit (prefix) naming exactly one run."""
-    found = [r for (r,) in con.execute("SELECT run_id FROM runs WHERE run_id = ? OR run_id LIKE ? OR git_commit "
-                                       "LIKE ?", (key, f"{key}%", f"{key}%"))]
-    if len(set(found)) != 1:
-        raise ValueError(f"{key!r} names {'several runs' if found else 'no run'} in the history"
-                         + (f": {', '.join(sorted(set(found))[:5])}" if found else "; see `servebench history list`"))
+    found = resolve_runs(con, key)
+    if len(found) != 1:
+        raise ValueError(f"{key!r} names several runs in the history: {', '.join(found[:5])}; name one run id")
     return found[0]
+
+
+def resolve_runs(con: sqlite3.Connection, key: str, exclude: tuple[str, ...] = (), profile: str | None = None
+                 ) -> list[str]:
+    """The runs ``key`` names, oldest first: ``last:N`` (the N newest runs, leaving out ``exclude``; with
+    ``profile``, the N newest that measured it), a git commit or its prefix (every run of that commit: its
+    repeats), or a run id or a unique prefix of one. ValueError (one line) when it names none."""
+    order = "ORDER BY MIN(p.started_at), r.run_id"
+    where, args = ("WHERE p.profile = ?", (profile,)) if profile else ("", ())
+    if key.startswith("last:"):
+        try:
+            n = int(key[5:])
+            assert n >= 1
+        except (ValueError, AssertionError):
+            raise ValueError(f"{key!r}: write last:N with N a whole number >= 1, e.g. last:3") from None
+        rows = [r for (r,) in con.execute(f"SELECT r.run_id FROM runs r JOIN points p USING (run_id) {where} "
+                                          f"GROUP BY r.run_id {order}", args) if r not in exclude]
+        found = rows[-n:]
+    else:
+        by_id = sorted({r for (r,) in con.execute("SELECT run_id FROM runs WHERE run_id = ? OR run_id LIKE ?",
+                                                  (key, f"{key}%"))})
+        if len(by_id) > 1 and key not in by_id:
+            raise ValueError(f"{key!r} is the prefix of several run ids: {', '.join(by_id[:5])}; name one")
+        found = [key] if key in by_id else by_id
+        if not found and re.fullmatch(r"[0-9a-f]{4,40}", key):
+            found = [r for (r,) in con.execute(f"SELECT r.run_id FROM runs r JOIN points p USING (run_id) WHERE "
+                                               f"r.git_commit LIKE ? GROUP BY r.run_id {order}", (f"{key}%",))]
+    if not found:
+        raise ValueError(f"{key!r} names no run in the history; see `servebench history list`")
+    return found
+
+
+def repeats(con: sqlite3.Connection, cluster: str, metric: str = "output_tps_per_gpu") -> list[Repeat]:
+    """The cluster's repeated points: one case measured by several runs with one recipe fingerprint."""
+    if metric not in POOLED + ("error_rate",):
+        raise ValueError(f"{metric!r} is not a stored metric")
+    rows = con.execute(f"SELECT case_id, fingerprint, run_id, {metric} FROM points WHERE cluster = ? "
+                       "ORDER BY case_id, started_at, run_id", (cluster,))
+    return _repeats(rows)
+
+
+def noise(con: sqlite3.Connection, cluster: str) -> dict[str, Noise | None]:
+    """The run-to-run noise of each pooled metric on ``cluster`` (None where the history holds no repeats)."""
+    return {m: pooled(repeats(con, cluster, m)) for m in POOLED}
+
+
+def compare_runs(con: sqlite3.Connection, runs_a: list[str], runs_b: list[str], profile: str | None = None,
+                 metrics: tuple[str, ...] | None = None) -> dict[str, list[Change]]:
+    """Per case that both groups of runs measured (of ``profile``, if given): the changes from A to B, with the
+    run-to-run noise of the case's cluster where the history has repeats there (servebench.compare)."""
+    def by_case(runs):
+        got: dict[str, list[dict]] = {}
+        for run in runs:
+            for case in cases(con, run):
+                p = point(con, run, case)
+                if profile is None or p["profile"] == profile:
+                    got.setdefault(case, []).append(p)
+        return got
+    a, b = by_case(runs_a), by_case(runs_b)
+    noises: dict[str, dict] = {}
+    out = {}
+    for case in sorted(set(a) & set(b)):
+        cluster = b[case][0]["cluster"]
+        if cluster not in noises:
+            noises[cluster] = noise(con, cluster)
+        out[case] = compare_groups(a[case], b[case], metrics=metrics, noise=noises[cluster])
+    return out

@@ -56,7 +56,7 @@ class ServebenchSession:
             db = config.getoption("--history") or str(self.results_dir / "history.sqlite")
             try:
                 with closing(history.connect(db)) as con:
-                    history.resolve_run(con, compare_run)
+                    history.resolve_runs(con, compare_run)
             except ValueError as err:
                 raise pytest.UsageError(f"--compare-run: {db}: {err}") from None
         reuse = config.getoption("--reuse-results")

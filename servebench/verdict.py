@@ -58,12 +58,12 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                                     f"(run {base['run_id']}; profile.gates.baseline_tolerance){note}"))
 
     checks.append(client_bound(conc, g))
-    if against is not None:        # (run id, servebench.compare.Change of output tok/s per GPU)
-        run, ch = against
+    if against is not None:        # (run ids, servebench.compare.Change of output tok/s per GPU)
+        runs, ch = against
         span = "" if ch.low is None else f" [{ch.low:+.1%}, {ch.high:+.1%}]"
         checks.append(Check(name="regression", ok=ch.verdict != "worse",
                             message=f"regression with confidence: output tok/s per GPU {_num(ch.b)} against "
-                                    f"{_num(ch.a)} in run {run}, {ch.rel:+.1%}{span} (95% bootstrap interval; "
+                                    f"{_num(ch.a)} in run {runs}, {ch.rel:+.1%}{span} (95% interval, {ch.basis}; "
                                     "--compare-run, README: Results history)"))
     return Verdict(passed=all(c.ok for c in checks), checks=checks, baseline=baseline_file,
                    judged_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))

@@ -68,7 +68,7 @@ def test_compare_reports_each_metric_with_a_bootstrap_interval(two_runs):
     history.add(db, new)
     res = run_cli("compare", "20261201-00", "20261201-05", "--db", db)    # run ids by prefix
     assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines()[1] == f"{CASE}: better"              # 488 -> 571 tok/s per GPU
+    assert res.stdout.splitlines()[1] == f"{CASE}: better  (within-run bootstrap)"   # 488 -> 571 tok/s/GPU; no repeats
     row = next(ln for ln in res.stdout.splitlines() if "output_tps_per_gpu" in ln)
     low, high = (float(x) for x in row.split("[")[1].split("]")[0].replace("%", "").split(","))
     assert 0 < low < 17 < high                                          # +17% measured, interval around it
