@@ -163,7 +163,8 @@ def cmd_report(args) -> int:
     db = Path(args.history) if args.history else Path(args.results) / "history.sqlite"
     if db.is_file():
         from . import html_report
-        rep.files.append(html_report.write(db, rep.files[0].parent / "report.html", Path(args.results)))
+        rep.files.append(html_report.write(db, rep.files[0].parent / "report.html", Path(args.results),
+                                           Path(args.changelog)))
     if not rep.points:
         print(f"{args.results}/points: no valid result file in it", file=sys.stderr)
     print("\n".join(str(f) for f in rep.files))
@@ -254,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history", metavar="DB", help="history for report.html (default: RESULTS/history.sqlite)")
     p.add_argument("results", help="results directory (reads <results>/points/*.json)")
     p.add_argument("--out", help="output directory (default: <results>/report)")
+    p.add_argument("--changelog", default="perf-changelog.yaml",
+                   help="report.html shows, per entry of this perf-changelog, the measured effect on the points it selects")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("baseline", help="write a baseline (accepted tok/s per GPU per point) from a results dir")

@@ -13,18 +13,11 @@ from typing import Iterator
 from . import flag_tables
 from .errors import Problem
 from .flags import canonical
+from .profile import ENGINE_FLAGS as FLAGS
 from .profile import Profile
 from .topology import DERIVED_FLAGS
 
-FLAGS = ("backend", "vllm_config", "aggregated")
 
-
-def _rp(p: Profile, path, message: str, fix: str = "") -> Problem:
-    return p.layers.recipe_origins.problem(path, message, fix)
-
-
-def _flag_path(p: Profile, name: str) -> list[str]:
-    return [*FLAGS, p.flags.key(name)]
 
 
 def components(p: Profile) -> tuple[str, ...]:
@@ -98,7 +91,7 @@ def _entrypoint_findings(p: Profile, table: flag_tables.FlagTable) -> Iterator[P
     for key, value in p.flags.raw.items():
         name = canonical(key)
         if name in DERIVED_FLAGS:
-            yield _rp(p, [*FLAGS, key], f"--{name} is derived from the layout by servebench (per node)",
+            yield p.recipe_problem([*FLAGS, key], f"--{name} is derived from the layout by servebench (per node)",
                       "remove it; set tensor/data-parallel sizes and resources instead")
             continue
         if f"--{name}" in accepted or (value is False and f"--no-{name}" in accepted):
@@ -111,13 +104,13 @@ def _entrypoint_findings(p: Profile, table: flag_tables.FlagTable) -> Iterator[P
         near = [f for f in accepted if f.startswith(f"--{name}")]
         if near and not hint:
             hint = f"; abbreviations are not allowed, did you mean {', '.join(sorted(near)[:3])}?"
-        yield _rp(p, [*FLAGS, key], f"--{name} is not accepted by {ENTRYPOINT_NAMES[worker]} "
+        yield p.recipe_problem([*FLAGS, key], f"--{name} is not accepted by {ENTRYPOINT_NAMES[worker]} "
                   f"(flag table {table.name}){hint}", "remove or rename the flag")
     frontend = set(table.entrypoints.get("dynamo.frontend", []))
     if worker == "dynamo.vllm" and frontend:
         for key in (p.recipe.frontend.args or {}):
             if f"--{canonical(key)}" not in frontend:
-                yield _rp(p, ["frontend", "args", key], f"--{canonical(key)} is not accepted by the Dynamo "
+                yield p.recipe_problem(["frontend", "args", key], f"--{canonical(key)} is not accepted by the Dynamo "
                           f"frontend (python -m dynamo.frontend; flag table {table.name})", "remove or rename it")
 
 
@@ -143,7 +136,7 @@ def object_flags(p: Profile) -> Iterator[Problem]:
     for name in OBJECT_FLAGS:
         value = p.flags.value(name)
         if isinstance(value, str) and value not in ("", "auto") and "." not in value:
-            yield _rp(p, _flag_path(p, name), f"--{name} {value!r} is not a dotted path: vLLM resolves it by "
+            yield p.recipe_problem(p.flag_path(name), f"--{name} {value!r} is not a dotted path: vLLM resolves it by "
                       "qualified name and the engine dies at start-up",
                       f"write the full path, e.g. vllm.v1.core.sched.async_scheduler.{value}"
                       if name == "scheduler-cls" else "write the full dotted path")
@@ -151,7 +144,6 @@ def object_flags(p: Profile) -> Iterator[Problem]:
 
 ENTRYPOINT_NAMES = {"dynamo.vllm": "Dynamo's vLLM worker (python -m dynamo.vllm)",
                     "vllm serve": "vLLM's OpenAI server (vllm serve)"}
-
 
 
 _SIZE = re.compile(r"-?\d+(\.\d+)?[kKmMgGtT]?|auto")
@@ -233,7 +225,7 @@ def flag_types(p: Profile) -> Iterator[Problem]:
             continue
         why = _value_problem(name, value, spec)
         if why:
-            yield _rp(p, [*FLAGS, key], f"{why} (flag table {table.name})",
+            yield p.recipe_problem([*FLAGS, key], f"{why} (flag table {table.name})",
                       "give a value of the type the flag takes" + (
                           f" ({', '.join(spec['choices'][:6])}{', ...' if len(spec['choices']) > 6 else ''})"
                           if spec.get("choices") else ""))
@@ -243,5 +235,5 @@ def flag_types(p: Profile) -> Iterator[Problem]:
             spec = frontend.get(f"--{canonical(key)}")
             why = spec and _value_problem(canonical(key), value, spec)
             if why:
-                yield _rp(p, ["frontend", "args", key], f"{why} (flag table {table.name})",
+                yield p.recipe_problem(["frontend", "args", key], f"{why} (flag table {table.name})",
                           "give a value of the type the flag takes")

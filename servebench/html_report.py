@@ -11,17 +11,18 @@ import json
 from contextlib import closing
 from pathlib import Path
 
-from . import history
-from .compare import compare_point
+from . import changelog, history
 from .yamlio import write_atomic
 
 COMPARED = 8      # each of the last runs against the one before it
 
 
-def collect(db: Path | str, results_dir: Path | None = None) -> dict:
-    """Runs (oldest first) with their points, and consecutive comparisons of the points two runs share."""
+def collect(db: Path | str, results_dir: Path | None = None, changelog_file: Path | None = None) -> dict:
+    """Runs (oldest first) with their points, consecutive comparisons of the points two runs share, and per
+    comparison the perf-changelog entries that select its points."""
     runs = history.runs(db)
-    out = {"runs": [], "comparisons": []}
+    entries = changelog.load_entries(changelog_file) if changelog_file else []
+    out = {"runs": [], "comparisons": [], "changelog": []}
     with closing(history.connect(db)) as con:
         for run in runs:
             rows = con.execute(
@@ -39,17 +40,19 @@ def collect(db: Path | str, results_dir: Path | None = None) -> dict:
                                "offload": r["identity"]["offload"]["enabled"]})
             out["runs"].append({**run, "points": points})
         ids = [r["run_id"] for r in runs]
+        profiles = dict(con.execute("SELECT DISTINCT case_id, profile FROM points"))
         for a, b in list(zip(ids, ids[1:]))[-COMPARED:]:
-            shared = sorted(set(history.cases(con, a)) & set(history.cases(con, b)))
-            for case in shared:
-                changes = compare_point(history.point(con, a, case), history.point(con, b, case))
+            table = history.compare_runs(con, [a], [b])
+            for case, changes in table.items():
                 out["comparisons"].append({"a": a, "b": b, "case": case,
                                            "changes": [c.__dict__ for c in changes]})
+            for effect in changelog.effects(entries, {c: chs[0].verdict for c, chs in table.items()}, profiles):
+                out["changelog"].append({"a": a, "b": b, **effect})
     return out
 
 
-def write(db: Path | str, out: Path, results_dir: Path | None = None) -> Path:
-    data = collect(db, results_dir)
+def write(db: Path | str, out: Path, results_dir: Path | None = None, changelog_file: Path | None = None) -> Path:
+    data = collect(db, results_dir, changelog_file)
     page = TEMPLATE.replace("__DATA__", json.dumps(data).replace("</", "<\\/"))   # no "</script>" inside
     write_atomic(out, page)
     return out
@@ -65,12 +68,14 @@ td:first-child,th:first-child{text-align:left}.failed{color:#b00}.passed{color:#
 </style></head><body>
 <h1>servebench results</h1>
 <p>Every run in the history; select runs to plot and list them. Comparisons: each run against the one before it,
-with 95% bootstrap intervals (README: Results history).</p>
+with 95% intervals: from the run-to-run noise of repeated points where the history has them, else a within-run
+bootstrap, which does not cover run-to-run noise (the "basis" column says which; README: Results history).</p>
 <div id="runs"></div>
 <h2>Pareto: output tok/s per GPU against tok/s per user</h2><div id="pareto"></div>
 <h2>Offload A/B: share of prompt tokens from the CPU tier</h2><div id="offload"></div>
 <h2>Points</h2><table id="points"></table>
 <h2>Comparisons</h2><table id="comparisons"></table>
+<h2>perf-changelog: the measured effect of each entry</h2><table id="changelog"></table>
 <script type="application/json" id="data">__DATA__</script>
 <script>
 "use strict";
@@ -151,24 +156,39 @@ function offload(points) {
 }
 function comparisons(runs) {
   const t = document.getElementById("comparisons");
-  t.innerHTML = "<tr><th>case</th><th>B against A</th><th>metric</th><th>A</th><th>B</th><th>change [95%]</th><th>verdict</th></tr>";
+  t.innerHTML = "<tr><th>case</th><th>B against A</th><th>metric</th><th>A</th><th>B</th><th>change [95%]</th>" +
+    "<th>verdict</th><th>basis</th></tr>";
   for (const c of DATA.comparisons.filter(c => runs.has(c.a) && runs.has(c.b))) {
     for (const ch of c.changes) {
       const tr = t.insertRow();
       const pct = 100, unit = ch.metric === "error_rate" ? " pts" : "%";
       const span = ch.low === null ? "" : " [" + sfmt(ch.low * pct) + ", " + sfmt(ch.high * pct) + "]";
       [c.case, c.b + " vs " + c.a, ch.metric, fmt(ch.a), fmt(ch.b),
-       ch.rel === null ? "" : sfmt(ch.rel * pct) + unit + span, ch.verdict].forEach((v, i) => {
+       ch.rel === null ? "" : sfmt(ch.rel * pct) + unit + span, ch.verdict, ch.basis].forEach((v, i) => {
         const td = tr.insertCell(); td.textContent = v;
         if (i === 6) td.className = ch.verdict === "better" ? "better" : ch.verdict === "worse" ? "worse" : "";
       });
     }
   }
 }
+function changelogTable(runs) {
+  const t = document.getElementById("changelog");
+  t.innerHTML = "<tr><th>entry</th><th>PR</th><th>B against A</th><th>points</th><th>output tok/s per GPU</th>" +
+    "<th>description</th></tr>";
+  const shown = DATA.changelog.filter(e => runs.has(e.a) && runs.has(e.b));
+  if (!shown.length) { t.insertRow().insertCell().textContent = "no changelog entry selects a compared point"; return; }
+  for (const e of shown) {
+    const tr = t.insertRow();
+    const counts = Object.entries(e.counts).map(([v, n]) => n + " " + v).join(", ");
+    [e.entry, e.pr, e.b + " vs " + e.a, e.cases.join(" "), counts, e.description].forEach(v => {
+      tr.insertCell().textContent = v;
+    });
+  }
+}
 function render() {
   const runs = selected();
   const points = DATA.runs.filter(r => runs.has(r.run_id)).flatMap(r => r.points.map(p => ({...p, run: r.run_id})));
-  pareto(points); table(points); offload(points); comparisons(runs);
+  pareto(points); table(points); offload(points); comparisons(runs); changelogTable(runs);
   document.body.dataset.selected = [...runs].join(",");
 }
 (function init() {

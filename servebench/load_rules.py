@@ -21,10 +21,6 @@ BENCHMARK_ENV = {
 }
 
 
-def _pp(p: Profile, path, message: str, fix: str = "") -> Problem:
-    return p.layers.profile_origins.problem(path, message, fix)
-
-
 def dataset_load(p: Profile) -> Iterator[Problem]:
     """A named corpus (dataset mode): every point of a profile replays it against the same server, so each needs a
     cache-bust marker of its own, and enough distinct trajectories for its largest concurrency."""
@@ -32,13 +28,13 @@ def dataset_load(p: Profile) -> Iterator[Problem]:
     if load.dataset == "generated" or not p.spec.concurrency:
         return
     if load.cache_bust == "none" and len(p.spec.concurrency) > 1:
-        yield _pp(p, ["load", "cache_bust"], "cache_bust none: the points of this profile share one server and replay "
+        yield p.profile_problem(["load", "cache_bust"], "cache_bust none: the points of this profile share one server and replay "
                   "the same trajectories, so each later point rides on the prefix cache the earlier ones built",
                   "use cache_bust: first-turn-prefix (a marker unique per point and trajectory; the seed's setting)")
     entries = load.dataset_entries or AIPERF_DEFAULT_ENTRIES
     top = max(p.spec.concurrency)
     if top > entries:
-        yield _pp(p, ["load", "dataset_entries"], f"concurrency {top} needs {top} distinct trajectories, but AIPerf "
+        yield p.profile_problem(["load", "dataset_entries"], f"concurrency {top} needs {top} distinct trajectories, but AIPerf "
                   f"reads {entries} of the corpus" + ("" if load.dataset_entries else " (its default)"),
                   "set load.dataset_entries to the corpus size (393 for semianalysis_cc_traces_weka_062126)")
 

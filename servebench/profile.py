@@ -10,12 +10,15 @@ import hashlib
 from dataclasses import dataclass, field
 
 from . import yamlio
+from .errors import Problem
 from .layering import Layered, canonical_json
 from .spec.model import ModelSpec
 from .spec.srt import SrtRecipe
 from .spec.sweep import ClusterSpec, ProfileSection
 from .topology import Topology, topology
 from .views import EngineFlags
+
+ENGINE_FLAGS = ("backend", "vllm_config", "aggregated")    # where a recipe keeps the engine flags
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,18 @@ class Profile:
         object.__setattr__(self, "topology", topology(
             tp=flags.tp, dp=flags.dp, pp=flags.pp, nodes=res.total_nodes, gpus_per_node=res.gpus_per_node,
             workers=res.agg_workers or 1, dp_given=flags.dp_given, dp_launch_mode=self.recipe.backend.dp_launch_mode))
+
+    def recipe_problem(self, path, message: str, fix: str = "") -> Problem:
+        """A problem at ``path`` of the recipe, located in the file (and line) that set it."""
+        return self.layers.recipe_origins.problem(path, message, fix)
+
+    def profile_problem(self, path, message: str, fix: str = "") -> Problem:
+        """A problem at ``path`` of the profile section, located in the file (and line) that set it."""
+        return self.layers.profile_origins.problem(path, message, fix)
+
+    def flag_path(self, name: str) -> list[str]:
+        """The recipe path of an engine flag, as the recipe spells it (``backend.vllm_config.aggregated.<flag>``)."""
+        return [*ENGINE_FLAGS, self.flags.key(name)]
 
     @property
     def id(self) -> str:
