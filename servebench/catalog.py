@@ -160,6 +160,7 @@ class Catalog:
             if note:
                 out.append(f"{prof.id}: {note}")
             out += [f"{prof.id}: not checked: {msg}" for msg in unknown_flags(prof)]
+            out += [f"{prof.id}: rule {rule} waived: {why}" for rule, why in prof.spec.waive.items()]
         return out
 
     def find(self, key: str) -> list[Profile]:

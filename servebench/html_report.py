@@ -31,11 +31,10 @@ def collect(db: Path | str, results_dir: Path | None = None, changelog_file: Pat
             points = []
             for case, profile, cluster, conc, passed, tps, user, ttft, err, blob in rows:
                 r = json.loads(blob)
-                href = f"../points/{case}.json" if results_dir and (results_dir / "points" / f"{case}.json").is_file() \
-                    else None
+                links = _links(results_dir, profile, case) if results_dir else {}
                 points.append({"case": case, "profile": profile, "cluster": cluster, "model": r["identity"]["model"],
                                "concurrency": conc, "passed": passed, "tps_gpu": tps, "tps_user": user,
-                               "ttft_p50": ttft, "error_rate": err, "href": href,
+                               "ttft_p50": ttft, "error_rate": err, "links": links,
                                "cpu_tier": ((r.get("server") or {}).get("prompt_token_shares") or {}).get("cpu_tier"),
                                "offload": r["identity"]["offload"]["enabled"]})
             out["runs"].append({**run, "points": points})
@@ -49,6 +48,15 @@ def collect(db: Path | str, results_dir: Path | None = None, changelog_file: Pat
             for effect in changelog.effects(entries, {c: chs[0].verdict for c, chs in table.items()}, profiles):
                 out["changelog"].append({"a": a, "b": b, **effect})
     return out
+
+
+def _links(results_dir: Path, profile: str, case: str) -> dict[str, str]:
+    """The point's files beside the page (report/ in the results folder): result JSON, AIPerf log, server logs."""
+    found = {"JSON": results_dir / "points" / f"{case}.json", "AIPerf log": results_dir / profile / case / "aiperf.log"}
+    logs = results_dir / profile / "logs"
+    if logs.is_dir():
+        found.update({f.stem: f for f in sorted(logs.glob("*.log"))})
+    return {name: "../" + f.relative_to(results_dir).as_posix() for name, f in found.items() if f.is_file()}
 
 
 def write(db: Path | str, out: Path, results_dir: Path | None = None, changelog_file: Path | None = None) -> Path:
@@ -132,7 +140,7 @@ function pareto(points) {
 function table(points) {
   const t = document.getElementById("points");
   t.innerHTML = "<tr><th>case</th><th>run</th><th>verdict</th><th>tok/s per GPU</th><th>tok/s per user p50</th>" +
-    "<th>TTFT p50 ms</th><th>error rate</th><th>CPU-tier share</th><th>result</th></tr>";
+    "<th>TTFT p50 ms</th><th>error rate</th><th>CPU-tier share</th><th>files</th></tr>";
   for (const p of points) {
     const tr = t.insertRow();
     const verdict = p.passed === null ? "not judged" : (p.passed ? "passed" : "failed");
@@ -140,7 +148,7 @@ function table(points) {
                    fmt(100 * (p.error_rate || 0)) + "%", p.cpu_tier === null ? "" : fmt(100 * p.cpu_tier) + "%"];
     cells.forEach((v, i) => { const td = tr.insertCell(); td.textContent = v; if (i === 2) td.className = verdict; });
     const link = tr.insertCell();
-    if (p.href) { const a = el("a", {href: p.href}, "JSON"); link.append(a); }
+    for (const [name, href] of Object.entries(p.links)) link.append(el("a", {href: href}, name), " ");
   }
 }
 function offload(points) {

@@ -74,7 +74,7 @@ class Profile:
     def fingerprint(self) -> str:
         """sha256 over everything that defines the deployment and the load, except the concurrency.
         Computed on the parsed models, so spelling out a default does not change it."""
-        prof = self.spec.model_dump(mode="json", by_alias=True, exclude={"concurrency", "description"})
+        prof = self.spec.model_dump(mode="json", by_alias=True, exclude={"concurrency", "description", "waive"})
         body = canonical_json({"profile": prof, "recipe": self.recipe.model_dump(mode="json"),
                                "cluster": self.cluster.model_dump(mode="json")})
         return hashlib.sha256(body.encode()).hexdigest()

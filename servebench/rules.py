@@ -104,7 +104,8 @@ def batch_capacity(p: Profile) -> Iterator[Problem]:
     if seqs * lay.dp < top:
         yield p.recipe_problem(p.flag_path("max-num-seqs"),
                   f"max-num-seqs {seqs} x DP {lay.dp} = {seqs * lay.dp} < largest concurrency {top}",
-                  f"raise max-num-seqs to >= {math.ceil(top / lay.dp)} or drop concurrencies above {seqs * lay.dp}")
+                  f"raise max-num-seqs to >= {math.ceil(top / lay.dp)} or drop concurrencies above {seqs * lay.dp} "
+                  "(or, to measure the queue on purpose, profile.waive: {batch-capacity: <why>})")
 
 
 def cuda_graph_coverage(p: Profile) -> Iterator[Problem]:
@@ -302,6 +303,7 @@ RULES: dict[str, Rule] = {
 
 
 def check_profile(p: Profile, skip=()) -> Iterator[Problem]:
+    """Every rule's problems, but for the rules in ``skip`` and those the profile waives (profile.waive)."""
     for name, rule in RULES.items():
-        if name not in skip:
+        if name not in skip and name not in p.spec.waive:
             yield from rule(p)

@@ -46,7 +46,7 @@ def test_the_page_needs_no_network_and_embeds_every_point(page):
     assert [r["run_id"] for r in data["runs"]] == [OLD, NEW]
     assert [c["case"] for c in data["comparisons"]] == ["llama-770m-h200-vllm-c8"]
     assert data["comparisons"][0]["changes"][0]["verdict"] == "better"
-    assert data["runs"][1]["points"][0]["href"] == "../points/llama-770m-h200-vllm-c8.json"
+    assert data["runs"][1]["points"][0]["links"] == {"JSON": "../points/llama-770m-h200-vllm-c8.json"}
 
 
 def browse(page, fragment="", extra=()):

@@ -19,6 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, String
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 EnvName = Annotated[str, StringConstraints(pattern=_ENV_NAME)]
 OneLine = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]*$")]   # no newline, CR, NUL, ...
+# Rules a profile may waive (`waive: {rule: reason}`): they flag a setting that measures something other than
+# what the sweep is for, not one that breaks the launch or the result.
+WAIVABLE = Literal["batch-capacity", "cuda-graphs"]
 
 
 class _Strict(BaseModel):
@@ -139,6 +142,9 @@ class ProfileSection(_Strict):
     templates: list[str] = Field(
         default_factory=list,
         description="env keys (e.g. environment.LOG_DIR) whose {placeholders} servebench fills at launch")
+    waive: dict[WAIVABLE, Annotated[OneLine, StringConstraints(min_length=10)]] = Field(
+        default_factory=dict, description="advisory rules this profile breaks on purpose, each with the reason "
+        "(e.g. a deliberately slowed run); every run lists them")
 
 
 class SlurmAccess(_Strict):
