@@ -121,9 +121,32 @@ def cmd_history_noise(args) -> int:
             print(f"pooled: sd of ln = {pooled.sd:.3f} ({pooled.describe()}); a change between two single runs is "
                   f"within noise inside [{math.expm1(-pooled.band()):+.1%}, {math.expm1(pooled.band()):+.1%}] "
                   "(what `servebench compare` uses)")
-        print(f"a fixed baseline tolerance noise alone would not cross: max(3 x CV, largest drop) = "
-              f"{noise.tolerance(reps):.2f}")
+        if args.metric == "output_tps_per_gpu":
+            print(f"a fixed baseline tolerance (--baseline) noise alone would not cross: max(3 x CV, largest drop) = "
+                  f"{noise.tolerance(reps):.2f}")
+        if pooled is not None:
+            alarms = _false_alarms(args.db, reps, args.metric, pooled)
+            print(f"same-recipe pairs of runs called better or worse: {alarms['run-to-run']} of {alarms['pairs']} by "
+                  f"the run-to-run interval, {alarms['bootstrap']} of {alarms['pairs']} by the within-run bootstrap "
+                  "alone (each should be about 5%)")
     return 0
+
+
+def _false_alarms(db, reps: list, metric: str, pooled) -> dict[str, int]:
+    """Every pair of runs of a repeated point measured the same recipe: a verdict other than "within noise" on one
+    is a false alarm. Counted for the run-to-run interval and for the bootstrap alone."""
+    from itertools import combinations
+
+    from .compare import compare_point
+    counts = {"pairs": 0, "run-to-run": 0, "bootstrap": 0}
+    with closing(history.connect(db)) as con:
+        for r in reps:
+            for a, b in combinations(r.runs, 2):
+                pa, pb = history.point(con, a, r.case), history.point(con, b, r.case)
+                counts["pairs"] += 1
+                for key, known in (("run-to-run", {metric: pooled}), ("bootstrap", None)):
+                    counts[key] += compare_point(pa, pb, metrics=(metric,), noise=known)[0].verdict in ("better", "worse")
+    return counts
 
 
 def _num(x) -> str:

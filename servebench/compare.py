@@ -42,21 +42,21 @@ class Change:
     basis: str = "within-run bootstrap"   # or servebench.noise.Noise.describe()
 
 
-METRICS: dict[str, tuple[bool, Callable[[np.ndarray, float, int], float]]] = {}   # name -> (higher is better, stat)
+# name -> (higher is better, per-item values, reduction over the items of each draw). The items are what the
+# bootstrap resamples: 5 s slices of output tokens for throughput, requests for the rest; an item that is nan
+# (a failed request's TTFT, say) does not count for that statistic and is not resampled.
+Stat = tuple[bool, Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray, int], np.ndarray]]
+METRICS: dict[str, Stat] = {}
 
 
-def _metric(name: str, higher_better: bool):
-    def register(fn):
-        METRICS[name] = (higher_better, fn)
-        return fn
+def _metric(name: str, higher_better: bool, reduce: Callable[[np.ndarray, int], np.ndarray]):
+    def register(items):
+        METRICS[name] = (higher_better, items, reduce)
+        return items
     return register
 
 
-@_metric("output_tps_per_gpu", True)
-def _tps(slices: np.ndarray, duration: float, gpus: int) -> float:
-    return float(np.mean(slices) / SLICE_S / gpus)
-
-
+@_metric("output_tps_per_gpu", True, lambda x, gpus: np.mean(x, axis=-1) / SLICE_S / gpus)
 def _slices(rows: np.ndarray) -> np.ndarray:
     """Successful output tokens completed in each SLICE_S of the window (by request end)."""
     ends = rows[:, 4]
@@ -67,27 +67,25 @@ def _slices(rows: np.ndarray) -> np.ndarray:
     counts, _ = np.histogram(ends[ok], bins=edges, weights=rows[ok, 0])
     return counts
 
-@_metric("tps_per_user_p50", True)
-def _per_user(rows: np.ndarray, duration: float, gpus: int) -> float:
-    ok = rows[(rows[:, 3] == 1) & (rows[:, 1] > rows[:, 2])]
-    return float(np.median((ok[:, 0] - 1) / (ok[:, 1] - ok[:, 2]) * 1000)) if len(ok) else float("nan")
+
+@_metric("tps_per_user_p50", True, lambda x, gpus: np.median(x, axis=-1))
+def _per_user(rows: np.ndarray) -> np.ndarray:
+    ok = (rows[:, 3] == 1) & (rows[:, 1] > rows[:, 2])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(ok, (rows[:, 0] - 1) / (rows[:, 1] - rows[:, 2]) * 1000, np.nan)
 
 
-@_metric("ttft_p50_ms", False)
-def _ttft50(rows: np.ndarray, duration: float, gpus: int) -> float:
-    ok = rows[rows[:, 3] == 1]
-    return float(np.percentile(ok[:, 2], 50)) if len(ok) else float("nan")
+def _ttft(rows: np.ndarray) -> np.ndarray:
+    return np.where(rows[:, 3] == 1, rows[:, 2], np.nan)
 
 
-@_metric("ttft_p99_ms", False)
-def _ttft99(rows: np.ndarray, duration: float, gpus: int) -> float:
-    ok = rows[rows[:, 3] == 1]
-    return float(np.percentile(ok[:, 2], 99)) if len(ok) else float("nan")
+_metric("ttft_p50_ms", False, lambda x, gpus: np.percentile(x, 50, axis=-1))(_ttft)
+_metric("ttft_p99_ms", False, lambda x, gpus: np.percentile(x, 99, axis=-1))(_ttft)
 
 
-@_metric("error_rate", False)
-def _errors(rows: np.ndarray, duration: float, gpus: int) -> float:
-    return float(1 - np.mean(rows[:, 3]))
+@_metric("error_rate", False, lambda x, gpus: np.mean(x, axis=-1))
+def _errors(rows: np.ndarray) -> np.ndarray:
+    return 1.0 - rows[:, 3]
 
 
 def _array(rows: Sequence[Row]) -> np.ndarray:
@@ -96,9 +94,13 @@ def _array(rows: Sequence[Row]) -> np.ndarray:
                     dtype=float).reshape(-1, 5)
 
 
-def _boot(rows: np.ndarray, stat, duration: float, gpus: int, rng: np.random.Generator) -> np.ndarray:
-    idx = rng.integers(0, len(rows), size=(DRAWS, len(rows)))
-    return np.array([stat(rows[i], duration, gpus) for i in idx])
+CHUNK = 250     # draws resampled at once: bounds the memory of a point with many requests
+
+
+def _boot(items: np.ndarray, reduce, gpus: int, rng: np.random.Generator) -> np.ndarray:
+    """The statistic over DRAWS resamples (with replacement) of the items, vectorized."""
+    idx = rng.integers(0, len(items), size=(DRAWS, len(items)))
+    return np.concatenate([reduce(items[idx[i:i + CHUNK]], gpus) for i in range(0, DRAWS, CHUNK)])
 
 
 def _verdict(low: float, high: float, higher_better: bool) -> str:
@@ -121,7 +123,7 @@ def compare_groups(a: Sequence[dict], b: Sequence[dict], seed: int = 0, metrics:
     with the run-to-run ``noise`` of each metric where the history has it, else by bootstrap."""
     rng = np.random.default_rng(seed)
     out = []
-    for name, (higher_better, stat) in METRICS.items():
+    for name, (higher_better, items, reduce) in METRICS.items():
         if metrics is not None and name not in metrics:
             continue
         va, vb = [p.get(name) for p in a], [p.get(name) for p in b]
@@ -132,7 +134,7 @@ def compare_groups(a: Sequence[dict], b: Sequence[dict], seed: int = 0, metrics:
             rel, low, high = noise_change(va, vb, known)
             out.append(Change(name, ma, mb, rel, low, high, _verdict(low, high, higher_better), known.describe()))
             continue
-        out.append(_bootstrap(name, a, b, ma, mb, rel, stat, higher_better, rng))
+        out.append(_bootstrap(name, a, b, ma, mb, rel, items, reduce, higher_better, rng))
     return out
 
 
@@ -146,19 +148,16 @@ def _rel(name: str, va: float | None, vb: float | None) -> float | None:
     return (vb / va - 1) if va and vb is not None else None
 
 
-def _bootstrap(name, a, b, ma, mb, rel, stat, higher_better, rng) -> Change:
+def _bootstrap(name, a, b, ma, mb, rel, items, reduce, higher_better, rng) -> Change:
     none = Change(name, ma, mb, rel, None, None, "no records")
     if not all(len(p["requests"]) > 1 and p.get("duration_s") for p in (*a, *b)):
         return none
-    throughput = name == "output_tps_per_gpu"
-    sides = []
-    for group in (a, b):
-        parts = [_slices(_array(p["requests"])) if throughput else _array(p["requests"]) for p in group]
-        sides.append((np.concatenate(parts), group[0]["duration_s"], group[0]["gpus"] or 1))
-    (sa, da, ga), (sb, db, gb) = sides
+    sides = [np.concatenate([items(_array(p["requests"])) for p in group]) for group in (a, b)]
+    sa, sb = (x[np.isfinite(x)] for x in sides)
+    ga, gb = a[0]["gpus"] or 1, b[0]["gpus"] or 1
     if len(sa) < 2 or len(sb) < 2:
         return none
-    ba, bb = _boot(sa, stat, da, ga, rng), _boot(sb, stat, db, gb, rng)
+    ba, bb = _boot(sa, reduce, ga, rng), _boot(sb, reduce, gb, rng)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = bb - ba if name == "error_rate" else np.where(ba != 0, bb / ba - 1, np.where(bb == 0, 0.0, np.nan))
     ratio = ratio[np.isfinite(ratio)]

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import json
 from contextlib import closing
+from itertools import combinations
 from pathlib import Path
 
 from . import changelog, history
 from .yamlio import write_atomic
 
-COMPARED = 8      # each of the last runs against the one before it
+COMPARED = 6      # every pair among the last runs: the page compares each selected run with the one selected before it
 
 
 def collect(db: Path | str, results_dir: Path | None = None, changelog_file: Path | None = None) -> dict:
-    """Runs (oldest first) with their points, consecutive comparisons of the points two runs share, and per
-    comparison the perf-changelog entries that select its points."""
+    """Runs (oldest first) with their points, comparisons of the points two runs share (every pair of the last
+    COMPARED runs), and per comparison the perf-changelog entries that select its points."""
     runs = history.runs(db)
     entries = changelog.load_entries(changelog_file) if changelog_file else []
     out = {"runs": [], "comparisons": [], "changelog": []}
@@ -40,7 +41,7 @@ def collect(db: Path | str, results_dir: Path | None = None, changelog_file: Pat
             out["runs"].append({**run, "points": points})
         ids = [r["run_id"] for r in runs]
         profiles = dict(con.execute("SELECT DISTINCT case_id, profile FROM points"))
-        for a, b in list(zip(ids, ids[1:]))[-COMPARED:]:
+        for a, b in combinations(ids[-COMPARED:], 2):
             table = history.compare_runs(con, [a], [b])
             for case, changes in table.items():
                 out["comparisons"].append({"a": a, "b": b, "case": case,
@@ -61,7 +62,8 @@ def _links(results_dir: Path, profile: str, case: str) -> dict[str, str]:
 
 def write(db: Path | str, out: Path, results_dir: Path | None = None, changelog_file: Path | None = None) -> Path:
     data = collect(db, results_dir, changelog_file)
-    page = TEMPLATE.replace("__DATA__", json.dumps(data).replace("</", "<\\/"))   # no "</script>" inside
+    embedded = json.dumps(data).replace("</", "<\\/")      # no "</script>" inside
+    page = TEMPLATE.replace("__COMPARED__", str(COMPARED)).replace("__DATA__", embedded)
     write_atomic(out, page)
     return out
 
@@ -75,7 +77,8 @@ td:first-child,th:first-child{text-align:left}.failed{color:#b00}.passed{color:#
 .better{color:#070}.worse{color:#b00}svg{border:1px solid #ddd;margin:.5em 1em .5em 0}label{margin-right:1em}
 </style></head><body>
 <h1>servebench results</h1>
-<p>Every run in the history; select runs to plot and list them. Comparisons: each run against the one before it,
+<p>Every run in the history; select runs to plot and list them. Comparisons: each selected run against the one
+selected before it (among the last __COMPARED__ runs),
 with 95% intervals: from the run-to-run noise of repeated points where the history has them, else a within-run
 bootstrap, which does not cover run-to-run noise (the "basis" column says which; README: Results history).</p>
 <div id="runs"></div>
@@ -162,11 +165,15 @@ function offload(points) {
   }
   box.append(t);
 }
+function pairs(runs) {
+  const order = DATA.runs.map(r => r.run_id).filter(id => runs.has(id));
+  return new Set(order.slice(1).map((b, i) => order[i] + " " + b));
+}
 function comparisons(runs) {
-  const t = document.getElementById("comparisons");
+  const t = document.getElementById("comparisons"), shown = pairs(runs);
   t.innerHTML = "<tr><th>case</th><th>B against A</th><th>metric</th><th>A</th><th>B</th><th>change [95%]</th>" +
     "<th>verdict</th><th>basis</th></tr>";
-  for (const c of DATA.comparisons.filter(c => runs.has(c.a) && runs.has(c.b))) {
+  for (const c of DATA.comparisons.filter(c => shown.has(c.a + " " + c.b))) {
     for (const ch of c.changes) {
       const tr = t.insertRow();
       const pct = 100, unit = ch.metric === "error_rate" ? " pts" : "%";
@@ -183,7 +190,7 @@ function changelogTable(runs) {
   const t = document.getElementById("changelog");
   t.innerHTML = "<tr><th>entry</th><th>PR</th><th>B against A</th><th>points</th><th>output tok/s per GPU</th>" +
     "<th>description</th></tr>";
-  const shown = DATA.changelog.filter(e => runs.has(e.a) && runs.has(e.b));
+  const pair = pairs(runs), shown = DATA.changelog.filter(e => pair.has(e.a + " " + e.b));
   if (!shown.length) { t.insertRow().insertCell().textContent = "no changelog entry selects a compared point"; return; }
   for (const e of shown) {
     const tr = t.insertRow();

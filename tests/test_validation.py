@@ -252,3 +252,30 @@ def test_changelog_check_outside_a_git_work_tree(tmp_path, repo):
     shutil.copy(repo / "perf-changelog.yaml", tmp_path / "perf-changelog.yaml")
     res = run_cli("changelog", "check", "--base", "HEAD", cwd=tmp_path)
     assert res.returncode == 1 and "is not in a git work tree" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_an_advisory_rule_can_be_waived_on_purpose_with_a_reason(recipes):
+    """A deliberately slowed run (max-num-seqs below the largest concurrency) loads only with a waiver that says
+    why; the waiver is listed with every run and does not change the recipe fingerprint."""
+    sweep = recipes / "local/_sweep.yaml"
+    before = {p.id: p.fingerprint for p in Catalog.load(recipes).profiles}
+    edit(recipes / "local/base.yaml", "      max-num-seqs: 16\n", "      max-num-seqs: 2\n")
+    [prob] = [p for p in problems(recipes) if p.file.endswith("local/base.yaml")][:1]
+    assert "max-num-seqs 2 x DP 1 = 2 < largest concurrency 4" in prob.message
+    assert "profile.waive: {batch-capacity: <why>}" in prob.fix
+    edit(sweep, "  gates:\n", "  waive:\n    batch-capacity: slowed on purpose to test compare\n  gates:\n")
+    cat = Catalog.load(recipes)
+    assert "tiny-llama-cpu-vllm: rule batch-capacity waived: slowed on purpose to test compare" in cat.notes()
+    assert all(p.fingerprint != before[p.id] for p in cat.profiles if p.id.startswith("tiny-llama-cpu-"))
+    edit(recipes / "local/base.yaml", "      max-num-seqs: 2\n", "      max-num-seqs: 16\n")
+    assert {p.id: p.fingerprint for p in Catalog.load(recipes).profiles} == before   # the waiver alone: no change
+
+
+@pytest.mark.parametrize("waiver, fragment", [
+    ("capacity: it does not fit but run it anyway", "waive.capacity"),          # not an advisory rule
+    ("batch-capacity: why", "waive.batch-capacity"),                            # no real reason
+])
+def test_a_waiver_of_a_rule_that_cannot_be_waived_or_without_a_reason_is_refused(recipes, waiver, fragment):
+    edit(recipes / "local/_sweep.yaml", "  gates:\n", f"  waive:\n    {waiver}\n  gates:\n")
+    got = problems(recipes)
+    assert got and any(fragment in (p.key or "") and p.file.endswith("local/_sweep.yaml") for p in got), got
