@@ -163,8 +163,7 @@ def cmd_report(args) -> int:
     db = Path(args.history) if args.history else Path(args.results) / "history.sqlite"
     if db.is_file():
         from . import html_report
-        rep.files.append(html_report.write(db, rep.files[0].parent / "report.html", Path(args.results),
-                                           Path(args.changelog)))
+        rep.files.append(html_report.write(db, rep.files[0].parent / "report.html", Path(args.changelog)))
     if not rep.points:
         print(f"{args.results}/points: no valid result file in it", file=sys.stderr)
     print("\n".join(str(f) for f in rep.files))

@@ -116,7 +116,7 @@ def add(db: Path | str, results_dir: Path | str, commit: str | None = None) -> A
     with closing(connect(db)) as con, con:
         for r in points:
             idn = r.identity
-            con.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?)", (idn.run_id, commit, now, str(results_dir)))
+            con.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?)", (idn.run_id, commit, now, str(results_dir.resolve())))
             if con.execute("SELECT 1 FROM points WHERE run_id = ? AND case_id = ?",
                            (idn.run_id, idn.case_id)).fetchone():
                 already += 1
@@ -136,9 +136,11 @@ def add(db: Path | str, results_dir: Path | str, commit: str | None = None) -> A
 
 def runs(db: Path | str) -> list[dict]:
     with closing(connect(db)) as con:
-        rows = con.execute("SELECT r.run_id, r.git_commit, r.added_at, COUNT(p.case_id), SUM(p.passed) FROM runs r "
-                           "LEFT JOIN points p USING (run_id) GROUP BY r.run_id ORDER BY MIN(p.started_at), r.run_id")
-        return [{"run_id": a, "git_commit": b, "added_at": c, "points": n, "passed": ok or 0} for a, b, c, n, ok in rows]
+        rows = con.execute("SELECT r.run_id, r.git_commit, r.added_at, r.source, COUNT(p.case_id), SUM(p.passed) FROM "
+                           "runs r LEFT JOIN points p USING (run_id) GROUP BY r.run_id ORDER BY MIN(p.started_at), "
+                           "r.run_id")
+        return [{"run_id": a, "git_commit": b, "added_at": c, "source": src, "points": n, "passed": ok or 0}
+                for a, b, c, src, n, ok in rows]
 
 
 def point(con: sqlite3.Connection, run_id: str, case_id: str) -> dict | None:

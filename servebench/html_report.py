@@ -8,19 +8,22 @@ small script draws the Pareto plots as SVG for the runs selected, and filters th
 from __future__ import annotations
 
 import json
+import os
 from contextlib import closing
 from itertools import combinations
 from pathlib import Path
 
-from . import changelog, history
+from . import changelog, history, result
+from .report import offload_pairs
 from .yamlio import write_atomic
 
 COMPARED = 6      # every pair among the last runs: the page compares each selected run with the one selected before it
 
 
-def collect(db: Path | str, results_dir: Path | None = None, changelog_file: Path | None = None) -> dict:
-    """Runs (oldest first) with their points, comparisons of the points two runs share (every pair of the last
-    COMPARED runs), and per comparison the perf-changelog entries that select its points."""
+def collect(db: Path | str, page_dir: Path | None = None, changelog_file: Path | None = None) -> dict:
+    """Runs (oldest first) with their points and offload A/B pairs, comparisons of the points two runs share (every
+    pair of the last COMPARED runs), and per comparison the perf-changelog entries that select its points.
+    Links go from ``page_dir`` to each run's files, where its results folder still is."""
     runs = history.runs(db)
     entries = changelog.load_entries(changelog_file) if changelog_file else []
     out = {"runs": [], "comparisons": [], "changelog": []}
@@ -29,16 +32,17 @@ def collect(db: Path | str, results_dir: Path | None = None, changelog_file: Pat
             rows = con.execute(
                 "SELECT case_id, profile, cluster, concurrency, passed, output_tps_per_gpu, tps_per_user_p50, "
                 "ttft_p50_ms, error_rate, result_json FROM points WHERE run_id = ? ORDER BY case_id", (run["run_id"],))
-            points = []
+            points, parsed = [], []
+            source = Path(run["source"]) if run["source"] and page_dir else None
             for case, profile, cluster, conc, passed, tps, user, ttft, err, blob in rows:
                 r = json.loads(blob)
-                links = _links(results_dir, profile, case) if results_dir else {}
+                parsed.append(result.parse(r))
+                links = _links(source, page_dir, profile, case) if source else {}
                 points.append({"case": case, "profile": profile, "cluster": cluster, "model": r["identity"]["model"],
                                "concurrency": conc, "passed": passed, "tps_gpu": tps, "tps_user": user,
                                "ttft_p50": ttft, "error_rate": err, "links": links,
-                               "cpu_tier": ((r.get("server") or {}).get("prompt_token_shares") or {}).get("cpu_tier"),
-                               "offload": r["identity"]["offload"]["enabled"]})
-            out["runs"].append({**run, "points": points})
+                               "cpu_tier": ((r.get("server") or {}).get("prompt_token_shares") or {}).get("cpu_tier")})
+            out["runs"].append({**run, "points": points, "offload_ab": _offload_ab(parsed)})
         ids = [r["run_id"] for r in runs]
         profiles = dict(con.execute("SELECT DISTINCT case_id, profile FROM points"))
         for a, b in combinations(ids[-COMPARED:], 2):
@@ -51,17 +55,33 @@ def collect(db: Path | str, results_dir: Path | None = None, changelog_file: Pat
     return out
 
 
-def _links(results_dir: Path, profile: str, case: str) -> dict[str, str]:
-    """The point's files beside the page (report/ in the results folder): result JSON, AIPerf log, server logs."""
-    found = {"JSON": results_dir / "points" / f"{case}.json", "AIPerf log": results_dir / profile / case / "aiperf.log"}
-    logs = results_dir / profile / "logs"
+def _links(source: Path, page_dir: Path, profile: str, case: str) -> dict[str, str]:
+    """The point's files in its run's results folder, relative to the page: result JSON, AIPerf log, server logs."""
+    found = {"JSON": source / "points" / f"{case}.json", "AIPerf log": source / profile / case / "aiperf.log"}
+    logs = source / profile / "logs"
     if logs.is_dir():
         found.update({f.stem: f for f in sorted(logs.glob("*.log"))})
-    return {name: "../" + f.relative_to(results_dir).as_posix() for name, f in found.items() if f.is_file()}
+    return {name: Path(os.path.relpath(f, page_dir)).as_posix() for name, f in found.items() if f.is_file()}
 
 
-def write(db: Path | str, out: Path, results_dir: Path | None = None, changelog_file: Path | None = None) -> Path:
-    data = collect(db, results_dir, changelog_file)
+def _offload_ab(points: list) -> list[dict]:
+    """Each offload arm against its base arm (same model, cluster and layout) at the concurrencies both measured."""
+    idx = {(r.identity.profile, r.identity.concurrency): r for r in points}
+    out = []
+    for base, off, shared in offload_pairs(points):
+        for conc in shared:
+            b, o = idx[(base, conc)], idx[(off, conc)]
+            tb, to = b.throughput.output_tps_per_gpu, o.throughput.output_tps_per_gpu
+            out.append({"base": base, "offload": off, "concurrency": conc, "base_tps_gpu": tb, "offload_tps_gpu": to,
+                        "ratio": to / tb if tb and to is not None else None,
+                        "base_ttft_p50": b.latency_ms.ttft.p50, "offload_ttft_p50": o.latency_ms.ttft.p50,
+                        "cpu_tier": o.server.prompt_token_shares.cpu_tier if o.server and
+                        o.server.prompt_token_shares else None})
+    return out
+
+
+def write(db: Path | str, out: Path, changelog_file: Path | None = None) -> Path:
+    data = collect(db, out.parent, changelog_file)
     embedded = json.dumps(data).replace("</", "<\\/")      # no "</script>" inside
     page = TEMPLATE.replace("__COMPARED__", str(COMPARED)).replace("__DATA__", embedded)
     write_atomic(out, page)
@@ -83,7 +103,7 @@ with 95% intervals: from the run-to-run noise of repeated points where the histo
 bootstrap, which does not cover run-to-run noise (the "basis" column says which; README: Results history).</p>
 <div id="runs"></div>
 <h2>Pareto: output tok/s per GPU against tok/s per user</h2><div id="pareto"></div>
-<h2>Offload A/B: share of prompt tokens from the CPU tier</h2><div id="offload"></div>
+<h2>Offload A/B: each offload arm against its base arm</h2><div id="offload"></div>
 <h2>Points</h2><table id="points"></table>
 <h2>Comparisons</h2><table id="comparisons"></table>
 <h2>perf-changelog: the measured effect of each entry</h2><table id="changelog"></table>
@@ -154,14 +174,19 @@ function table(points) {
     for (const [name, href] of Object.entries(p.links)) link.append(el("a", {href: href}, name), " ");
   }
 }
-function offload(points) {
+function offload(runs) {
   const box = document.getElementById("offload"); box.replaceChildren();
-  const arms = points.filter(p => p.offload && p.cpu_tier !== null);
-  if (!arms.length) { box.textContent = "no offload arm among the selected runs"; return; }
-  const t = el("table", {}); t.innerHTML = "<tr><th>case</th><th>run</th><th>CPU-tier share</th><th>tok/s per GPU</th></tr>";
-  for (const p of arms) {
+  const rows = DATA.runs.filter(r => runs.has(r.run_id)).flatMap(r => r.offload_ab.map(x => ({...x, run: r.run_id})));
+  if (!rows.length) { box.textContent = "no offload arm with a matching base arm among the selected runs"; return; }
+  const t = el("table", {});
+  t.innerHTML = "<tr><th>run</th><th>offload arm</th><th>base arm</th><th>concurrency</th><th>base tok/s per GPU</th>" +
+    "<th>offload tok/s per GPU</th><th>ratio</th><th>base TTFT p50 ms</th><th>offload TTFT p50 ms</th>" +
+    "<th>CPU-tier share</th></tr>";
+  for (const x of rows) {
     const tr = t.insertRow();
-    [p.case, p.run, fmt(100 * p.cpu_tier) + "%", fmt(p.tps_gpu)].forEach(v => { tr.insertCell().textContent = v; });
+    [x.run, x.offload, x.base, x.concurrency, fmt(x.base_tps_gpu), fmt(x.offload_tps_gpu), fmt(x.ratio, 2),
+     fmt(x.base_ttft_p50), fmt(x.offload_ttft_p50), x.cpu_tier === null ? "" : fmt(100 * x.cpu_tier) + "%"]
+      .forEach(v => { tr.insertCell().textContent = v; });
   }
   box.append(t);
 }
@@ -203,7 +228,7 @@ function changelogTable(runs) {
 function render() {
   const runs = selected();
   const points = DATA.runs.filter(r => runs.has(r.run_id)).flatMap(r => r.points.map(p => ({...p, run: r.run_id})));
-  pareto(points); table(points); offload(points); comparisons(runs); changelogTable(runs);
+  pareto(points); table(points); offload(runs); comparisons(runs); changelogTable(runs);
   document.body.dataset.selected = [...runs].join(",");
 }
 (function init() {

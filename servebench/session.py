@@ -133,7 +133,7 @@ class ServebenchSession:
         db = self.config.getoption("--history") or str(self.results_dir / "history.sqlite")
         try:   # like the report: never at the cost of the run's results
             added = history.add(db, self.results_dir, history.git_commit(Path(self.config.rootpath)))
-            page = html_report.write(db, self.results_dir / "report" / "report.html", self.results_dir,
+            page = html_report.write(db, self.results_dir / "report" / "report.html",
                                      Path(self.config.rootpath) / "perf-changelog.yaml")
             self.history_line = f"history: {db}: {added.points} point(s) added; {page}"
         except Exception as err:  # noqa: BLE001

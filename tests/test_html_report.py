@@ -2,6 +2,7 @@
 chromium; .ci/run installs it) on two real H200 runs of the same point."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -25,7 +26,7 @@ def page(tmp_path_factory):
     db = tmp / "history.sqlite"
     history.add(db, old, commit="9e0aca9")
     history.add(db, new, commit="2fb02d3")
-    return html_report.write(db, new / "report" / "report.html", new)
+    return html_report.write(db, new / "report" / "report.html")
 
 
 class Refs(HTMLParser):
@@ -86,3 +87,26 @@ def test_screenshot(page, tmp_path):
     assert img.size == (1100, 1400)
     colors = img.crop((0, 150, 600, 600)).getcolors(maxcolors=100000)
     assert len(colors) > 20                                                 # a plot, not a blank page
+
+
+def test_offload_ab_pairs_each_offload_arm_with_its_base_arm(tmp_path):
+    """The real H200 run (vllm and vllm_offload at c8 and c32): one row per shared concurrency, the ratio of the
+    arms' output tok/s per GPU and the offload arm's CPU-tier share, read from the stored results."""
+    run = DATA / "h200-gpu-run"
+    db = tmp_path / "history.sqlite"
+    history.add(db, run)
+    page = html_report.write(db, tmp_path / "report" / "report.html")
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page.read_text(), re.S)[1])
+    rows = data["runs"][0]["offload_ab"]
+    assert [(x["offload"], x["base"], x["concurrency"]) for x in rows] == [
+        ("llama-770m-h200-vllm_offload", "llama-770m-h200-vllm", 8), ("llama-770m-h200-vllm_offload", "llama-770m-h200-vllm", 32)]
+    for x in rows:
+        base = json.loads((run / f"points/llama-770m-h200-vllm-c{x['concurrency']}.json").read_text())
+        off = json.loads((run / f"points/llama-770m-h200-vllm_offload-c{x['concurrency']}.json").read_text())
+        assert x["ratio"] == pytest.approx(off["throughput"]["output_tps_per_gpu"] / base["throughput"]["output_tps_per_gpu"])
+        assert x["cpu_tier"] == off["server"]["prompt_token_shares"]["cpu_tier"] > 0
+    links = data["runs"][0]["points"][0]["links"]
+    assert links["JSON"] == os.path.relpath(run / "points" / f"{data['runs'][0]['points'][0]['case']}.json", page.parent)
+    if CHROMIUM:
+        dom, console = browse(page, extra=["--dump-dom"])
+        assert console == [] and dom.count("<td>llama-770m-h200-vllm_offload</td>") == 2

@@ -111,7 +111,7 @@ def test_report_html_shows_each_changelog_entrys_measured_effect(store, tmp_path
     changelog = tmp_path / "perf-changelog.yaml"
     changelog.write_text("- config-keys:\n    - tiny-llama-cpu-*\n  description:\n    - max-num-seqs 16 -> 1\n"
                          "  pr-link: https://example.invalid/pull/1\n")
-    page = html_report.write(store, tmp_path / "report" / "report.html", DATA / "seqs1", changelog)
+    page = html_report.write(store, tmp_path / "report" / "report.html", changelog)
     data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page.read_text(), re.S)[1])
     seqs2 = run_ids("seqs2")[0]
     assert {(e["a"], e["b"]) for e in data["changelog"]} == {(a, b) for a, b in combinations(sorted(RUN_IDS), 2)}
@@ -132,10 +132,28 @@ def test_the_browser_shows_the_changelog_effect_and_the_basis_of_each_interval(s
     changelog = tmp_path / "perf-changelog.yaml"
     changelog.write_text("- config-keys:\n    - tiny-llama-cpu-*\n  description:\n    - max-num-seqs 16 -> 1\n"
                          "  pr-link: https://example.invalid/pull/1\n")
-    page = html_report.write(store, tmp_path / "report" / "report.html", DATA / "seqs1", changelog)
+    page = html_report.write(store, tmp_path / "report" / "report.html", changelog)
     dom, console = browse(page, f"#runs={run_ids('seqs2')[0]},{SEQS1}", ["--dump-dom"])
     assert console == [], console
     rows = re.findall(r"<tr>(.*?)</tr>", dom.split('id="changelog"')[1].split("</table>")[0])
     assert len(rows) == 2 and "https://example.invalid/pull/1" in rows[1] and "max-num-seqs 16 -&gt; 1" in rows[1]
     assert "worse" in rows[1]
     assert dom.count("run-to-run noise pooled over 4 repeated point(s)") >= 4      # the basis column
+
+
+def test_runs_are_named_by_id_prefix_commit_or_last_n(store):
+    with closing(history.connect(store)) as con:
+        assert history.resolve_runs(con, SAME[:7]) == RUN_IDS[:3]                 # a commit: its repeats
+        assert history.resolve_runs(con, "last:2") == RUN_IDS[3:]
+        assert history.resolve_runs(con, "last:2", exclude=(SEQS1,)) == RUN_IDS[2:4]
+        assert history.resolve_runs(con, "20261201-1033") == [SEQS1]            # a unique prefix
+        for bad, why in (("last:0", "last:N with N a whole number"), ("last:x", "last:N with N a whole number"),
+                         ("20261201-10", "the prefix of several run ids"), ("feedbeef", "names no run")):
+            with pytest.raises(ValueError, match=why):
+                history.resolve_runs(con, bad)
+        with pytest.raises(ValueError, match="names several runs"):
+            history.resolve_run(con, SAME[:7])
+    res = run_cli("compare", "last:3", SEQS1, "--db", store)      # B's run is never its own reference
+    assert res.returncode == 0 and res.stdout.startswith(f"# {SEQS1} against {', '.join(RUN_IDS[1:4])}:")
+    res = run_cli("compare", SLOWER[:8], "last:1", "--db", store)
+    assert res.returncode == 2 and "both name run(s)" in res.stderr
