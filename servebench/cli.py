@@ -160,14 +160,26 @@ def cmd_report(args) -> int:
         return 2
     for name, why in sorted(rep.rejected.items()):
         print(f"{args.results}/points/{name}: skipped: {why}", file=sys.stderr)
-    db = Path(args.history) if args.history else Path(args.results) / "history.sqlite"
-    if db.is_file():
-        from . import html_report
-        rep.files.append(html_report.write(db, rep.files[0].parent / "report.html", Path(args.changelog)))
-    if not rep.points:
+    if rep.points:
+        rep.files.append(_html(args, rep.files[0].parent / "report.html"))
+    else:
         print(f"{args.results}/points: no valid result file in it", file=sys.stderr)
     print("\n".join(str(f) for f in rep.files))
     return 0 if rep.points else 1
+
+
+def _html(args, page: Path) -> Path:
+    """report.html over the history (--history, else RESULTS/history.sqlite); without one, over this folder alone
+    (in a throw-away store: the report adds nothing to any history)."""
+    import tempfile
+
+    from . import history, html_report
+    db = Path(args.history) if args.history else Path(args.results) / "history.sqlite"
+    if db.is_file():
+        return html_report.write(db, page, Path(args.changelog))
+    with tempfile.TemporaryDirectory() as tmp:
+        history.add(Path(tmp) / "history.sqlite", args.results)
+        return html_report.write(Path(tmp) / "history.sqlite", page, Path(args.changelog))
 
 
 def cmd_baseline(args) -> int:

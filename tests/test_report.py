@@ -300,3 +300,14 @@ def test_junit_properties_and_summary_under_xdist(pytester, catalog):
     summary_md = (pytester.path / "out/summary.md").read_text()
     assert summary_md.count("passed (reused)") == 4
     assert (pytester.path / "out/report/report.md").is_file()
+
+
+def test_servebench_report_writes_report_html_without_a_history_and_adds_to_none(tmp_path):
+    d = tmp_path / "results"
+    shutil.copytree(LOCAL, d)
+    res = run_cli("report", d)
+    assert res.returncode == 0, res.stderr
+    page = d / "report" / "report.html"
+    assert str(page) in res.stdout.splitlines()
+    assert page.read_text().count('"case": "tiny-llama-cpu-') == 4
+    assert not (d / "history.sqlite").exists()                        # a report never writes a history
