@@ -1,13 +1,12 @@
 """How this folder was made from the experiment's results folders: the result files as written, and of each point's
-AIPerf records (profile_export.jsonl) only the fields the history reads. Usage: python trim.py SRC NAME."""
+AIPerf records (profile_export.jsonl) only the fields the history reads. Usage: python trim.py SRC DEST."""
 import json
 import shutil
 import sys
 from pathlib import Path
 
 KEEP_METRICS = ("output_sequence_length", "request_latency", "time_to_first_token")
-src, name = Path(sys.argv[1]), sys.argv[2]
-dst = Path(__file__).parent / name
+src, dst = Path(sys.argv[1]), Path(sys.argv[2])
 shutil.copytree(src / "points", dst / "points")
 for records in sorted(src.glob("*/*/aiperf/profile_export.jsonl")):
     out = dst / records.relative_to(src)
