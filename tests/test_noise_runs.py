@@ -157,3 +157,24 @@ def test_runs_are_named_by_id_prefix_commit_or_last_n(store):
     assert res.returncode == 0 and res.stdout.startswith(f"# {SEQS1} against {', '.join(RUN_IDS[1:4])}:")
     res = run_cli("compare", SLOWER[:8], "last:1", "--db", store)
     assert res.returncode == 2 and "both name run(s)" in res.stderr
+
+
+H200 = Path(__file__).parent / "data" / "noise-h200"
+
+
+def test_on_the_h200_the_noise_is_measured_and_max_num_seqs_8_is_worse_at_both_points(tmp_path):
+    """The GPU's own runs (tests/data/noise-h200): the same figures from the history, and a verdict per point."""
+    db = tmp_path / "history.sqlite"
+    for name in ("run-1", "run-2", "run-3", "seqs8"):
+        history.add(db, H200 / name, commit="6c007bcf88710e3fb3e3bee2d22fb100676dd42b")
+    out = run_cli("history", "noise", "--db", db).stdout
+    assert "# local-h200: output_tps_per_gpu" in out and "pooled over 2 repeated point(s), 4 df" in out
+    assert "0 of 6 by the run-to-run interval" in out
+    for case in ("llama-770m-h200-vllm-c8", "llama-770m-h200-vllm-c32"):
+        vals = [json.loads((H200 / r / "points" / f"{case}.json").read_text())["throughput"]["output_tps_per_gpu"]
+                for r in ("run-1", "run-2", "run-3")]
+        row = next(ln for ln in out.splitlines() if ln.startswith(case + " "))
+        assert row.split()[1:3] == [f"{statistics.fmean(vals):.1f}", f"{statistics.stdev(vals) / statistics.fmean(vals):.1%}"]
+    changes = compare(db, "last:3", "20261201-110229-3899")
+    assert {c: ch["output_tps_per_gpu"]["verdict"] for c, ch in changes.items()} == {
+        "llama-770m-h200-vllm-c8": "worse", "llama-770m-h200-vllm-c32": "worse"}

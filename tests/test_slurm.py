@@ -202,9 +202,12 @@ def test_signal_leaves_nothing_behind(slurm_suite, tmp_path, sig):
     (slurm_suite.path / "benchmarks/test_hold.py").write_text(HOLD.replace("TOKEN", token))
     results = tmp_path / "results"
     env = {**os.environ, "HOLD_SECONDS": "300"}
+    # A test run started in the background (`.ci/run &`, nohup) inherits SIGINT ignored, and Python then leaves
+    # it ignored: give the inner pytest the default disposition, as a terminal would, so Ctrl-C reaches it.
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "benchmarks", "-q", "-p", "no:cacheprovider",
                              "--results-dir", str(results)], cwd=slurm_suite.path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     job = None
     try:
         wait_for(lambda: len(hold_programs(token)) >= 4, 180, "the held programs on all four nodes")
