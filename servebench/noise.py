@@ -20,8 +20,6 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from scipy import stats
-
 LEVEL = 0.95
 # Metrics whose run-to-run noise is pooled (positive quantities, compared as ratios). The error rate is not: it is
 # usually exactly 0 in every repeat, a spread of 0 that would call any single error "worse with confidence".
@@ -60,6 +58,7 @@ class Noise:
 
     def band(self, n_a: int = 1, n_b: int = 1) -> float:
         """Half-width on the log scale of the interval of a change between means of n_a and n_b runs."""
+        from scipy import stats      # here, not at import: scipy.stats takes 0.4 s, and every pytest run loads us
         return float(stats.t.ppf(0.5 + LEVEL / 2, self.df)) * self.sd * math.sqrt(1 / n_a + 1 / n_b)
 
     def describe(self) -> str:
