@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sqlite3
 import subprocess
@@ -71,12 +72,22 @@ def connect(db: Path | str) -> sqlite3.Connection:
 
 
 def git_commit(where: Path) -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
+    """The commit a session measured: $SERVEBENCH_COMMIT when set (a checkout without, or with a stale, .git:
+    a container, a copied tree), else git's HEAD, with "-dirty" when tracked files differ from it."""
+    if os.environ.get("SERVEBENCH_COMMIT"):
+        return os.environ["SERVEBENCH_COMMIT"]
+
+    def git(*args: str) -> subprocess.CompletedProcess | None:
+        try:
+            return subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=10,
+                                  stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError):
+            return None
+    head = git("rev-parse", "HEAD")
+    if head is None or head.returncode != 0 or not head.stdout.strip():
         return None
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
+    dirty = git("diff", "--quiet", "HEAD", "--")
+    return head.stdout.strip() + ("-dirty" if dirty is not None and dirty.returncode == 1 else "")
 
 
 def records_dir(results_dir: Path, r: PointResult) -> Path | None:

@@ -152,3 +152,21 @@ def test_compare_groups_the_points_by_the_changelog_entries_that_select_them(two
     res = run_cli("compare", "20261201-00", "20261201-05", "--db", db, "--changelog", log)
     assert res.stdout.splitlines()[-1] == "perf-changelog entry 2 (https://github.com/o/r/pull/2): 1 point(s): 1 better"
     assert "entry 1 " not in res.stdout
+
+
+def test_the_commit_a_session_records(tmp_path, monkeypatch):
+    """git's HEAD, marked -dirty when tracked files changed; $SERVEBENCH_COMMIT wins (a tree with a stale .git)."""
+    import subprocess
+    monkeypatch.delenv("SERVEBENCH_COMMIT", raising=False)
+    assert history.git_commit(tmp_path) is None                              # not a checkout
+    git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    (tmp_path / "f").write_text("1")
+    git("add", "f")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert history.git_commit(tmp_path) == head
+    (tmp_path / "f").write_text("2")
+    assert history.git_commit(tmp_path) == head + "-dirty"
+    monkeypatch.setenv("SERVEBENCH_COMMIT", "6c007bc")
+    assert history.git_commit(tmp_path) == "6c007bc"
