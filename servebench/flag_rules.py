@@ -13,11 +13,8 @@ from typing import Iterator
 from . import flag_tables
 from .errors import Problem
 from .flags import canonical
-from .profile import ENGINE_FLAGS as FLAGS
-from .profile import Profile
+from .profile import ENGINE_FLAGS as FLAGS, Profile
 from .topology import DERIVED_FLAGS
-
-
 
 
 def components(p: Profile) -> tuple[str, ...]:
@@ -91,8 +88,9 @@ def _entrypoint_findings(p: Profile, table: flag_tables.FlagTable) -> Iterator[P
     for key, value in p.flags.raw.items():
         name = canonical(key)
         if name in DERIVED_FLAGS:
-            yield p.recipe_problem([*FLAGS, key], f"--{name} is derived from the layout by servebench (per node)",
-                      "remove it; set tensor/data-parallel sizes and resources instead")
+            yield p.recipe_problem(
+                [*FLAGS, key], f"--{name} is derived from the layout by servebench (per node)",
+                "remove it; set tensor/data-parallel sizes and resources instead")
             continue
         if f"--{name}" in accepted or (value is False and f"--no-{name}" in accepted):
             continue
@@ -104,14 +102,16 @@ def _entrypoint_findings(p: Profile, table: flag_tables.FlagTable) -> Iterator[P
         near = [f for f in accepted if f.startswith(f"--{name}")]
         if near and not hint:
             hint = f"; abbreviations are not allowed, did you mean {', '.join(sorted(near)[:3])}?"
-        yield p.recipe_problem([*FLAGS, key], f"--{name} is not accepted by {ENTRYPOINT_NAMES[worker]} "
-                  f"(flag table {table.name}){hint}", "remove or rename the flag")
+        yield p.recipe_problem(
+            [*FLAGS, key], f"--{name} is not accepted by {ENTRYPOINT_NAMES[worker]} "
+            f"(flag table {table.name}){hint}", "remove or rename the flag")
     frontend = set(table.entrypoints.get("dynamo.frontend", []))
     if worker == "dynamo.vllm" and frontend:
         for key in (p.recipe.frontend.args or {}):
             if f"--{canonical(key)}" not in frontend:
-                yield p.recipe_problem(["frontend", "args", key], f"--{canonical(key)} is not accepted by the Dynamo "
-                          f"frontend (python -m dynamo.frontend; flag table {table.name})", "remove or rename it")
+                yield p.recipe_problem(
+                    ["frontend", "args", key], f"--{canonical(key)} is not accepted by the Dynamo "
+                    f"frontend (python -m dynamo.frontend; flag table {table.name})", "remove or rename it")
 
 
 def headless_entrypoint(p: Profile) -> Iterator[Problem]:
@@ -136,10 +136,11 @@ def object_flags(p: Profile) -> Iterator[Problem]:
     for name in OBJECT_FLAGS:
         value = p.flags.value(name)
         if isinstance(value, str) and value not in ("", "auto") and "." not in value:
-            yield p.recipe_problem(p.flag_path(name), f"--{name} {value!r} is not a dotted path: vLLM resolves it by "
-                      "qualified name and the engine dies at start-up",
-                      f"write the full path, e.g. vllm.v1.core.sched.async_scheduler.{value}"
-                      if name == "scheduler-cls" else "write the full dotted path")
+            yield p.recipe_problem(
+                p.flag_path(name), f"--{name} {value!r} is not a dotted path: vLLM resolves it by "
+                "qualified name and the engine dies at start-up",
+                f"write the full path, e.g. vllm.v1.core.sched.async_scheduler.{value}"
+                if name == "scheduler-cls" else "write the full dotted path")
 
 
 ENTRYPOINT_NAMES = {"dynamo.vllm": "Dynamo's vLLM worker (python -m dynamo.vllm)",
@@ -225,15 +226,17 @@ def flag_types(p: Profile) -> Iterator[Problem]:
             continue
         why = _value_problem(name, value, spec)
         if why:
-            yield p.recipe_problem([*FLAGS, key], f"{why} (flag table {table.name})",
-                      "give a value of the type the flag takes" + (
-                          f" ({', '.join(spec['choices'][:6])}{', ...' if len(spec['choices']) > 6 else ''})"
-                          if spec.get("choices") else ""))
+            yield p.recipe_problem(
+                [*FLAGS, key], f"{why} (flag table {table.name})",
+                "give a value of the type the flag takes" + (
+                    f" ({', '.join(spec['choices'][:6])}{', ...' if len(spec['choices']) > 6 else ''})"
+                    if spec.get("choices") else ""))
     frontend = table.types.get("dynamo.frontend", {})
     if worker_entrypoint(p) == "dynamo.vllm":
         for key, value in (p.recipe.frontend.args or {}).items():
             spec = frontend.get(f"--{canonical(key)}")
             why = spec and _value_problem(canonical(key), value, spec)
             if why:
-                yield p.recipe_problem(["frontend", "args", key], f"{why} (flag table {table.name})",
-                          "give a value of the type the flag takes")
+                yield p.recipe_problem(
+                    ["frontend", "args", key], f"{why} (flag table {table.name})",
+                    "give a value of the type the flag takes")

@@ -28,15 +28,17 @@ def dataset_load(p: Profile) -> Iterator[Problem]:
     if load.dataset == "generated" or not p.spec.concurrency:
         return
     if load.cache_bust == "none" and len(p.spec.concurrency) > 1:
-        yield p.profile_problem(["load", "cache_bust"], "cache_bust none: the points of this profile share one server and replay "
-                  "the same trajectories, so each later point rides on the prefix cache the earlier ones built",
-                  "use cache_bust: first-turn-prefix (a marker unique per point and trajectory; the seed's setting)")
+        yield p.profile_problem(
+            ["load", "cache_bust"], "cache_bust none: the points of this profile share one server and replay "
+            "the same trajectories, so each later point rides on the prefix cache the earlier ones built",
+            "use cache_bust: first-turn-prefix (a marker unique per point and trajectory; the seed's setting)")
     entries = load.dataset_entries or AIPERF_DEFAULT_ENTRIES
     top = max(p.spec.concurrency)
     if top > entries:
-        yield p.profile_problem(["load", "dataset_entries"], f"concurrency {top} needs {top} distinct trajectories, but AIPerf "
-                  f"reads {entries} of the corpus" + ("" if load.dataset_entries else " (its default)"),
-                  "set load.dataset_entries to the corpus size (393 for semianalysis_cc_traces_weka_062126)")
+        yield p.profile_problem(
+            ["load", "dataset_entries"], f"concurrency {top} needs {top} distinct trajectories, but AIPerf "
+            f"reads {entries} of the corpus" + ("" if load.dataset_entries else " (its default)"),
+            "set load.dataset_entries to the corpus size (393 for semianalysis_cc_traces_weka_062126)")
 
 
 def benchmark_env(p: Profile) -> Iterator[Problem]:
