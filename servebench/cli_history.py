@@ -73,7 +73,7 @@ def cmd_compare(args) -> int:
             table = history.compare_runs(con, runs_a, runs_b, args.profile)
             if not table:
                 raise ValueError(f"runs {', '.join(runs_a)} and {', '.join(runs_b)} measured no point in common")
-            profiles = dict(con.execute("SELECT DISTINCT case_id, profile FROM points"))
+            profiles = history.case_profiles(con)
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2
@@ -102,17 +102,17 @@ def cmd_history_noise(args) -> int:
     try:
         with closing(history.connect(args.db)) as con:
             clusters = [c for (c,) in con.execute("SELECT DISTINCT cluster FROM points ORDER BY cluster")]
-            found = {c: (history.repeats(con, c, args.metric), history.noise(con, c).get(args.metric))
-                     for c in clusters}
+            found = {c: history.repeats(con, c, args.metric) for c in clusters}
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2
-    found = {c: v for c, v in found.items() if v[0]}
+    found = {c: reps for c, reps in found.items() if reps}
     if not found:
         print(f"{args.db}: no repeated point (one case measured twice with one recipe fingerprint); run "
               "scripts/measure-noise", file=sys.stderr)
         return 1
-    for cluster, (reps, pooled) in found.items():
+    for cluster, reps in found.items():
+        pooled = noise.pooled(reps)
         print(f"# {cluster}: {args.metric}, run-to-run")
         print(f"{'case':40} {'mean':>10} {'CV':>6} {'max drop':>9}  runs")
         for r in reps:

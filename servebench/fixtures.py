@@ -229,8 +229,7 @@ def _against(config: pytest.Config, measured: Measured):
     r = measured.result
     db = config.getoption("--history") or str(session.results_dir / "history.sqlite")
     with closing(history.connect(db)) as con:
-        runs = [run for run in history.resolve_runs(con, key, exclude=(r.identity.run_id,))
-                if run != r.identity.run_id]
+        runs = history.resolve_runs(con, key)       # this run is not in the history until the session ends
         base = [p for run in runs if (p := history.point(con, run, r.identity.case_id)) is not None]
         noise = history.noise(con, r.identity.cluster)
     if not base:

@@ -171,14 +171,6 @@ def cases(con: sqlite3.Connection, run_id: str) -> list[str]:
     return [c for (c,) in con.execute("SELECT case_id FROM points WHERE run_id = ? ORDER BY case_id", (run_id,))]
 
 
-def resolve_run(con: sqlite3.Connection, key: str) -> str:
-    """A run id, a unique prefix of one, or a git commit (prefix) naming exactly one run."""
-    found = resolve_runs(con, key)
-    if len(found) != 1:
-        raise ValueError(f"{key!r} names several runs in the history: {', '.join(found[:5])}; name one run id")
-    return found[0]
-
-
 def resolve_runs(con: sqlite3.Connection, key: str, exclude: tuple[str, ...] = (), profile: str | None = None
                  ) -> list[str]:
     """The runs ``key`` names, oldest first: ``last:N`` (the N newest runs, leaving out ``exclude``; with
@@ -223,20 +215,28 @@ def noise(con: sqlite3.Connection, cluster: str) -> dict[str, Noise | None]:
     return {m: pooled(repeats(con, cluster, m)) for m in POOLED}
 
 
-def compare_runs(con: sqlite3.Connection, runs_a: list[str], runs_b: list[str], profile: str | None = None,
-                 metrics: tuple[str, ...] | None = None) -> dict[str, list[Change]]:
-    """Per case that both groups of runs measured (of ``profile``, if given): the changes from A to B, with the
-    run-to-run noise of the case's cluster where the history has repeats there (servebench.compare)."""
-    def by_case(runs):
-        got: dict[str, list[dict]] = {}
-        for run in runs:
-            for case in cases(con, run):
-                p = point(con, run, case)
-                if profile is None or p["profile"] == profile:
-                    got.setdefault(case, []).append(p)
-        return got
-    a, b = by_case(runs_a), by_case(runs_b)
-    noises: dict[str, dict] = {}
+def case_profiles(con: sqlite3.Connection) -> dict[str, str]:
+    """case id -> profile id, for every case the history holds."""
+    return dict(con.execute("SELECT DISTINCT case_id, profile FROM points"))
+
+
+def by_case(con: sqlite3.Connection, runs: list[str], profile: str | None = None) -> dict[str, list[dict]]:
+    """Each case's points (servebench.history.point) in ``runs``, of ``profile`` if given: one per run measuring it."""
+    got: dict[str, list[dict]] = {}
+    for run in runs:
+        for case in cases(con, run):
+            p = point(con, run, case)
+            if profile is None or p["profile"] == profile:
+                got.setdefault(case, []).append(p)
+    return got
+
+
+def compare_cases(con: sqlite3.Connection, a: dict[str, list[dict]], b: dict[str, list[dict]],
+                  metrics: tuple[str, ...] | None = None, noises: dict[str, dict] | None = None
+                  ) -> dict[str, list[Change]]:
+    """Per case in both ``a`` and ``b`` (by_case): the changes from A to B, with the run-to-run noise of the case's
+    cluster where the history has repeats there (servebench.compare). ``noises`` caches it per cluster."""
+    noises = {} if noises is None else noises
     out = {}
     for case in sorted(set(a) & set(b)):
         cluster = b[case][0]["cluster"]
@@ -244,3 +244,9 @@ def compare_runs(con: sqlite3.Connection, runs_a: list[str], runs_b: list[str], 
             noises[cluster] = noise(con, cluster)
         out[case] = compare_groups(a[case], b[case], metrics=metrics, noise=noises[cluster])
     return out
+
+
+def compare_runs(con: sqlite3.Connection, runs_a: list[str], runs_b: list[str], profile: str | None = None,
+                 metrics: tuple[str, ...] | None = None) -> dict[str, list[Change]]:
+    """compare_cases over the points of two groups of runs."""
+    return compare_cases(con, by_case(con, runs_a, profile), by_case(con, runs_b, profile), metrics)

@@ -44,9 +44,10 @@ def collect(db: Path | str, page_dir: Path | None = None, changelog_file: Path |
                                "cpu_tier": ((r.get("server") or {}).get("prompt_token_shares") or {}).get("cpu_tier")})
             out["runs"].append({**run, "points": points, "offload_ab": _offload_ab(parsed)})
         ids = [r["run_id"] for r in runs]
-        profiles = dict(con.execute("SELECT DISTINCT case_id, profile FROM points"))
+        profiles, noises = history.case_profiles(con), {}
+        loaded = {run: history.by_case(con, [run]) for run in ids[-COMPARED:]}     # each run read once
         for a, b in combinations(ids[-COMPARED:], 2):
-            table = history.compare_runs(con, [a], [b])
+            table = history.compare_cases(con, loaded[a], loaded[b], noises=noises)
             for case, changes in table.items():
                 out["comparisons"].append({"a": a, "b": b, "case": case,
                                            "changes": [c.__dict__ for c in changes]})

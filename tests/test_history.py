@@ -120,7 +120,7 @@ def test_the_gate_fails_a_point_worse_with_confidence_than_a_run_of_the_history(
     history.add(db, new)
     profile = by_id(catalog, PROFILE)
     with contextlib.closing(history.connect(db)) as con:
-        p_old, p_new = (history.point(con, history.resolve_run(con, r), CASE) for r in ("20261201-00", "20261201-05"))
+        p_old, p_new = (history.point(con, *history.resolve_runs(con, r), CASE) for r in ("20261201-00", "20261201-05"))
     r_old = result.read(old / "points" / f"{CASE}.json")
     worse = judge(r_old, profile, against=("20261201-055706-822", compare_point(p_new, p_old)[0]))
     msg = [c.message for c in worse.checks if c.name == "regression" and not c.ok]
