@@ -160,11 +160,18 @@ def cmd_report(args) -> int:
         return 2
     for name, why in sorted(rep.rejected.items()):
         print(f"{args.results}/points/{name}: skipped: {why}", file=sys.stderr)
+    html_error = None
     if rep.points:
-        rep.files.append(_html(args, rep.files[0].parent / "report.html"))
+        try:
+            rep.files.append(_html(args, rep.files[0].parent / "report.html"))
+        except ValueError as err:        # a --history that is not one: the other files are written already
+            html_error = f"report.html not written: {err}"
     else:
         print(f"{args.results}/points: no valid result file in it", file=sys.stderr)
     print("\n".join(str(f) for f in rep.files))
+    if html_error:
+        print(html_error, file=sys.stderr)
+        return 2
     return 0 if rep.points else 1
 
 

@@ -311,3 +311,9 @@ def test_servebench_report_writes_report_html_without_a_history_and_adds_to_none
     assert str(page) in res.stdout.splitlines()
     assert page.read_text().count('"case": "tiny-llama-cpu-') == 4
     assert not (d / "history.sqlite").exists()                        # a report never writes a history
+    junk = tmp_path / "junk.sqlite"
+    junk.write_text("not a database " * 50)
+    res = run_cli("report", d, "--history", junk)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().endswith("report.html not written: " + f"{junk}: not a servebench history (file is not a database)")
+    assert (d / "report" / "report.md").is_file()
