@@ -12,6 +12,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+NEEDS_MORE = ("local", "slurm", "hardware", "install", "fuzz", "browser")   # what a test may need beyond this checkout
+
+
+def pytest_collection_modifyitems(items):
+    """`offline`: every test that needs nothing but this checkout (none of NEEDS_MORE)."""
+    for item in items:
+        if not any(item.get_closest_marker(m) for m in NEEDS_MORE):
+            item.add_marker(pytest.mark.offline)
 
 
 @pytest.fixture
@@ -34,10 +42,17 @@ def edit(path: Path, old: str, new: str, count: int = 1) -> None:
     path.write_text(text.replace(old, new, count))
 
 
+def before_short_summary(out: str) -> str:
+    """A session's output up to pytest's "short test summary info" section. Where $CI is set (every CI service sets
+    it) pytest repeats each failure's whole message there instead of trimming it to the terminal's width, so a test
+    that counts what the suite itself prints counts this part."""
+    return out.split("short test summary info", 1)[0]
+
+
 @pytest.fixture(scope="session")
 def catalog():
     """The shipped recipe catalog (read-only; tests that break it use `recipes`)."""
-    from servebench.catalog import Catalog
+    from servebench.catalog.loader import Catalog
     return Catalog.load(REPO / "recipes")
 
 
@@ -57,6 +72,21 @@ def slurm():
     subprocess.run([str(REPO / "scripts/slurm-local"), "start"], check=True, timeout=300)
     assert backend.unavailable() is None
     return backend
+
+
+def recorded(point, artifact_dir: Path, *, before=None, after=None, exit_code: int | None = 0, versions=None,
+             run_id: str = "r1", idle_wait_s: float | None = 3.0, stopped_by: str | None = None):
+    """A point's result built from a recorded AIPerf folder, through AIPerf's own reader and the real builder."""
+    from servebench.core.results_folder import CaseFolder
+    from servebench.load.aiperf import records
+    from servebench.load.measure import Measurement
+    from servebench.results.build import build
+
+    m = Measurement(point, CaseFolder(Path(artifact_dir).parent), run_id, "aiperf", records.read(artifact_dir),
+                    exit_code=exit_code, before=before, after=after, idle_wait_s=idle_wait_s,
+                    started_at="2026-11-29T19:27:00+00:00", finished_at="2026-11-29T19:29:00+00:00",
+                    versions=dict(versions or {}), logs=["server.log"], stopped_by=stopped_by, out_dir=Path(artifact_dir))
+    return build(m)
 
 
 def by_id(catalog, profile_id: str):

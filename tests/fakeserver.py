@@ -17,7 +17,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-STATE = {"requests": 0, "prompt": 0, "generated": 0, "running": 0}
+STATE = {"requests": 0, "prompt": 0, "generated": 0, "running": 0, "succeeded": 0}
+STARTED = time.monotonic()
 LOCK = threading.Lock()
 
 
@@ -47,10 +48,10 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 s = dict(STATE)
             lab = f'engine="0",model_name="{self.opts.model}"'
-            text = (f"# TYPE vllm:prompt_tokens counter\nvllm:prompt_tokens_total{{{lab}}} {s['prompt']}\n"
-                    f"# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total{{{lab}}} {s['generated']}\n"
-                    f"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{{lab}}} {s['running']}\n"
-                    f"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{{lab}}} 0\n")
+            text = "".join(f"# TYPE vllm:{name} {kind}\nvllm:{name}{{{lab}}} {value}\n" for name, kind, value in (
+                ("prompt_tokens_total", "counter", s["prompt"]), ("generation_tokens_total", "counter", s["generated"]),
+                ("request_success_total", "counter", s["succeeded"]), ("num_requests_running", "gauge", s["running"]),
+                ("num_requests_waiting", "gauge", 0)))
             data = text.encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -97,7 +98,7 @@ class Handler(BaseHTTPRequestHandler):
                             + "\n\n")
                 with LOCK:
                     STATE["generated"] += 1
-                time.sleep(o.itl_ms / 1000)
+                time.sleep(o.itl_ms / 1000 * (1 + o.decay_per_s * (time.monotonic() - STARTED)))
             usage = {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n}
             self._chunk("data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {},
                                                                      "finish_reason": "length"}], "usage": usage})
@@ -106,6 +107,7 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
             with LOCK:
                 STATE["prompt"] += prompt
+                STATE["succeeded"] += 1
         finally:
             with LOCK:
                 STATE["running"] -= 1
@@ -121,6 +123,8 @@ def main() -> None:
     ap.add_argument("--fail-all", action="store_true")
     ap.add_argument("--ttft-ms", type=float, default=20)
     ap.add_argument("--itl-ms", type=float, default=2)
+    ap.add_argument("--decay-per-s", type=float, default=0.0, help="a drifting server: each token takes "
+                    "(1 + this x seconds since start) x itl-ms")
     Handler.opts = ap.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", Handler.opts.port), Handler)
     server.daemon_threads = True

@@ -18,7 +18,8 @@ def rendered(case: str) -> list[str]:
     res = run_cli("render", case, cwd=REPO)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    return shlex.split(lines[lines.index(next(ln for ln in lines if ln.startswith("# AIPerf for"))) + 1])
+    argv = shlex.split(lines[lines.index(next(ln for ln in lines if ln.startswith("# aiperf for"))) + 1])
+    return argv[argv.index("profile") - 1:]             # [aiperf, profile, ...] whatever the client's interpreter
 
 
 def options(argv: list[str]) -> dict[str, str | None]:
@@ -56,14 +57,14 @@ def test_the_readme_documents_every_aiperf_option():
 
 
 def test_a_point_that_could_reuse_another_points_prefix_cache_is_refused(recipes):
-    edit(recipes / "kimi-k3/gb200/_agentx.yaml", "cache_bust: first-turn-prefix", "cache_bust: none")
+    edit(recipes / "presets/seed-harness.yaml", "cache_bust: first-turn-prefix", "cache_bust: none")
     found = [p for p in problems(recipes) if p.key == "profile.load.cache_bust"]
     assert found and "rides on the prefix cache the earlier ones built" in found[0].message
-    assert found[0].file.endswith("_agentx.yaml")
+    assert found[0].file.endswith("seed-harness.yaml")
 
 
 def test_too_few_trajectories_for_the_largest_concurrency_is_refused(recipes):
-    edit(recipes / "kimi-k3/gb200/_agentx.yaml", "    dataset_entries: 393", "    dataset_entries: 300")
+    edit(recipes / "presets/seed-harness.yaml", "    dataset_entries: 393", "    dataset_entries: 300")
     found = [p for p in problems(recipes) if p.key == "profile.load.dataset_entries"]
     assert [p.message for p in found] == ["concurrency 384 needs 384 distinct trajectories, but AIPerf reads 300 of "
                                           "the corpus"]
@@ -85,7 +86,7 @@ def test_aiperfs_own_parser_and_planner_accept_every_gb200_command(tmp_path):
     aiperf_python = REPO / ".venvs/aiperf/bin/python"
     if not aiperf_python.exists():
         pytest.skip("AIPerf is not installed: run scripts/install-servers")
-    from servebench.catalog import Catalog
+    from servebench.catalog.loader import Catalog
     cat = Catalog.load(REPO / "recipes")
     reqs = [{"id": p.case_id(c), "args": rendered(p.case_id(c))[2:]} for pid in GB200
             for p in [by_id(cat, pid)] for c in p.spec.concurrency]
@@ -99,3 +100,23 @@ def test_aiperfs_own_parser_and_planner_accept_every_gb200_command(tmp_path):
     out = subprocess.run([str(aiperf_python), str(REPO / "servebench/tools/aiperf_check.py"), str(tmp_path / "bad.json")],
                          capture_output=True, text=True, timeout=120, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
     assert json.loads(out.stdout.strip().splitlines()[-1])[0]["ok"] is False
+
+
+@pytest.mark.local          # AIPerf's own interpreter (.venvs/aiperf), a real component
+@pytest.mark.parametrize("args, parsed", [(None, False), (["--model", "m", "--url", "http://x", "--cache-bust"], True)])
+def test_the_client_check_parses_the_command_it_is_given_and_not_its_own(tmp_path, args, parsed):
+    """A point that reads its own trace has no command to parse before it runs (args null): the check says so
+    instead of handing cyclopts nothing, which parses the check's own argv (on the H200 every point was refused:
+    'Parameter --cli-config requires an argument'). A command it is given is still parsed and a bad one refused."""
+    aiperf_python = REPO / ".venvs/aiperf/bin/python"
+    if not aiperf_python.exists():
+        pytest.skip("AIPerf is not installed: run scripts/install-servers")
+    req = {"node": "n0", "args": args, "tokenizer": "t", "model": str(tmp_path / "absent"), "cache": str(tmp_path)}
+    out = subprocess.run([str(aiperf_python), str(REPO / "servebench/tools/client_check.py"), json.dumps(req)],
+                         capture_output=True, text=True, timeout=120, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    answer = json.loads(out.stdout.strip().splitlines()[-1])
+    commands = [p for p in answer["problems"] if p["check"] == "aiperf command"]
+    if parsed:
+        assert len(commands) == 1 and "does not parse" in commands[0]["message"], answer
+    else:
+        assert commands == [] and any("parsed when the point runs" in n for n in answer["notes"]), answer

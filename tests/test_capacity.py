@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servebench.capacity import GIB, estimate
-from servebench.catalog import load_models
-from servebench.errors import ConfigError
-from servebench.catalog import Catalog
+from servebench.catalog.capacity import GIB, estimate
+from servebench.catalog.loader import load_models
+from servebench.core.errors import ConfigError
+from servebench.catalog.loader import Catalog
 from tests.conftest import REPO, edit, run_cli
 
 
@@ -172,7 +172,7 @@ def test_an_oversized_server_wide_pool_fails_rule_and_capacity_alike(recipes):
 def test_capture_sizes_are_read_one_way_by_rules_and_capacity(catalog, flags, largest):
     """Before, capacity read only compilation-config's list and --cudagraph-capture-sizes, so --cuda-graph-sizes
     and max_cudagraph_capture_size fell back to vLLM's default (2 x max-num-seqs) in the memory model."""
-    from servebench.capacity import GRAPH_GIB_PER_128, GRAPH_REF_HIDDEN_X_LAYERS
+    from servebench.catalog.capacity import GRAPH_GIB_PER_128, GRAPH_REF_HIDDEN_X_LAYERS
 
     p = next(x for x in catalog.profiles if x.id == "kimi-k3-gb200-tep")
     drop = {"compilation-config": None} if "compilation-config" not in flags else {}

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from servebench.changelog import check
+from servebench.history.changelog import check
 from tests.conftest import run_cli
 
 IDS = ["kimi-k3-gb200-tp", "kimi-k3-gb200-dep", "kimi-k3-gb200-dep_offload"]
@@ -25,7 +25,7 @@ def test_valid_file_passes():
 
 
 def test_shipped_changelog_is_valid(repo):
-    from servebench.catalog import Catalog
+    from servebench.catalog.loader import Catalog
     ids = [p.id for p in Catalog.load(repo / "recipes").profiles]
     assert check((repo / "perf-changelog.yaml").read_bytes(), "perf-changelog.yaml", ids) == []
 

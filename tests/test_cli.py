@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from tests.conftest import run_cli
@@ -29,7 +30,7 @@ def test_recipe_prints_the_merged_overlay(repo):
     assert doc["recipe"]["slurm"]["time_limit"] == "12:00:00"
     assert doc["profile"]["gates"] == {"error_rate": 0.1, "live_error_rate": None, "min_output_tps_per_gpu": {},
                                        "min_concurrency_ratio": 0.9, "max_issue_latency_ms": 50.0, "allow_client_bound": False,
-                                       "baseline_tolerance": 0.45}
+                                       "require_steady": False, "baseline_tolerance": 0.45}
     assert res.stdout.startswith("# kimi-k3-gb200-dep_offload: effective recipe of recipes/kimi-k3/gb200/dep_offload.yaml")
 
 
@@ -71,14 +72,17 @@ def test_render_shows_the_job_script_and_node_steps(repo):
     out = res.stdout
     assert "#SBATCH --nodes=4" in out and "#SBATCH --gpus-per-node=4" in out and "#SBATCH --time=12:00:00" in out
     assert "#SBATCH --partition=batch" in out and "#SBATCH --cpus-per-task=144" in out
-    # setup script + Dynamo install per node, etcd, nats, frontend and one worker per node: every process is an
-    # srun step in the image, model at /model and the recipes' configs/ at /configs
-    assert out.count("--container-image=vllm/vllm-openai:kimi-k3") == 15
-    assert out.count("--container-mounts=/mnt/numa1/models/Kimi-K3:/model,") == 15
-    assert out.count("/recipes/configs:/configs,") == 15
+    # etcd, nats, frontend and one worker per node: every process is an srun step in the image, model at /model and
+    # the recipes' configs/ at /configs; the setup script and the Dynamo install run in each server's own step
+    # and the load generator's step on the head node, in the same image
+    assert out.count("--container-image=vllm/vllm-openai:kimi-k3") == 8
+    assert out.count("--container-mounts=/mnt/numa1/models/Kimi-K3:/model,") == 8
+    assert out.count("/recipes/configs:/configs,/") == 8                 # in each srun line (not the comments)
+    assert "--job-name=servebench-RUN-dep.client --container-image" in out
+    assert out.count(" -- python3 /servebench-tools/preamble.py ") == 6      # 5 servers and the client
     assert "4 engine(s), 4 metrics URL(s), 4 registering worker(s)" in out
     for rank in range(4):
-        assert f"engine {rank} on node {rank}: http://node{rank}:{18081 + rank}/metrics" in out
+        assert f"engine {rank} on node {rank}: http://node{rank}:18081/metrics" in out
         assert f"--data-parallel-start-rank {rank} " in out
     assert "--headless" not in out
 
@@ -98,3 +102,29 @@ def test_credentials_are_masked_in_render_and_recipe(recipes, repo):
         res = servebench("--recipes", str(recipes), *args, cwd=repo)
         assert res.returncode == 0, res.stderr
         assert "sEcReT" not in res.stdout and "HF_TOKEN" in res.stdout and "***" in res.stdout
+
+
+def _command_paths(classes, prefix=()):
+    for cls in classes:
+        path = (*prefix, cls.name)
+        yield path
+        yield from _command_paths(cls.subcommands, path)
+
+
+def test_every_subcommands_help_works():
+    """`servebench --help` and every `servebench COMMAND [SUB] --help` print their usage (a `%` in a help string
+    once crashed argparse's formatter on the first command a new user types)."""
+    from servebench.cli import COMMANDS
+    paths = [(), *_command_paths(COMMANDS)]
+    assert len(paths) > 15
+    for path in paths:
+        res = run_cli(*path, "--help")
+        assert res.returncode == 0 and res.stdout.startswith("usage: servebench"), (path, res.stderr[-500:])
+
+
+@pytest.mark.parametrize("name", ["DB_PASSWD", "NGC_AUTH", "GOOGLE_APPLICATION_CREDENTIALS", "HF_TOKEN",
+                                  "WANDB_API_KEY"])
+def test_credential_like_names_are_masked(name):
+    from servebench.core.secrets import is_secret, masked
+    assert is_secret(name) and masked({name: "s3cr3t"})[name] != "s3cr3t"
+    assert not is_secret("CUDA_VISIBLE_DEVICES") and masked({"NCCL_DEBUG": "INFO"}) == {"NCCL_DEBUG": "INFO"}

@@ -22,12 +22,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from servebench.catalog import Catalog
-from servebench.cluster.request import request_for
-from servebench.cluster.slurm import sbatch_script, srun_prefix
-from servebench.errors import ConfigError, Problem
-from servebench.server.placement import dry_placement
-from servebench.server.plan import plan
+from servebench.catalog.loader import Catalog
+from servebench.cluster.slurm import sbatch_script
+from servebench.core.errors import ConfigError, Problem
+from servebench.core.results_folder import ResultsFolder
+from servebench.server.assembly import Assembly
 from tests.conftest import REPO
 
 FILES = sorted(str(p.relative_to(REPO / "recipes")) for p in (REPO / "recipes").rglob("*.yaml"))
@@ -126,13 +125,12 @@ def _check_refusal(problems: list[Problem], root: Path) -> None:
 
 def _check_accepted(cat: Catalog, shim: Path, tmp: Path) -> None:
     """What an accepted catalog renders: job scripts bash parses and runs with nothing but `sleep` on PATH (a
-    recipe value that started a command would call something else), process lines free of control characters."""
+    recipe value that started a command would call something else) up to the holder's own first check, which ends
+    it with exit 4 (no session heartbeat here), process lines free of control characters."""
     scripts = []
     for prof in cat.profiles:
-        req = request_for(prof, "RUN", tmp / "results")
-        sp = plan(prof, dry_placement(prof))
-        argvs = [srun_prefix("1", "node0", req, "p", prof.recipe.model.container)] + [list(pr.argv) for pr in sp.processes]
-        for argv in argvs:
+        req, alloc, sp = Assembly(prof, ResultsFolder.at(tmp / "results"), "RUN", dry=True).render()
+        for argv in [proc.command for proc in alloc.processes]:     # what would start on this host (srun ... -- argv)
             bad = [a for a in argv if CONTROL.search(str(a))]
             assert not bad, f"{prof.id}: control characters in argv {bad!r}"
         for pr in sp.processes:
@@ -144,7 +142,8 @@ def _check_accepted(cat: Catalog, shim: Path, tmp: Path) -> None:
             scripts.append(str(path))
     if scripts:
         run = subprocess.run(
-            ["bash", "-c", 'for f; do bash -n "$f" && env -i PATH="$SHIM" "$BASH" "$f" || exit 1; done', "_", *scripts],
+            ["bash", "-c", 'for f; do bash -n "$f" || exit 1; env -i PATH="$SHIM" "$BASH" "$f" > /dev/null; '
+             '[ $? = 4 ] || exit 1; done', "_", *scripts],
             env={"SHIM": str(shim), "PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=30)
         assert run.returncode == 0 and not run.stderr, f"a job script ran more than `sleep`: {run.stderr}"
 

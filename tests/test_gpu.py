@@ -7,12 +7,14 @@ import argparse
 import json
 from pathlib import Path
 
-from servebench.flag_rules import table_for
-from servebench.models import GENERATED
-from servebench.server.placement import dry_placement
+import pytest
+
+from servebench.catalog.flag_rules import table_for
+from servebench.server.generated import GENERATED
+from servebench.server.assembly import dry_placement
 from servebench.server.plan import plan
 from servebench.tools.flag_table import types
-from servebench import yamlio
+from servebench.core import yamlio
 from tests.conftest import REPO, by_id, copy_suite, edit
 
 
@@ -125,17 +127,19 @@ RUN = Path(__file__).parent / "data" / "h200-gpu-run"
 
 
 def recorded():
-    from servebench import result
-    return {p.stem: result.read(p) for p in sorted((RUN / "points").glob("*.json"))}
+    from servebench.results import files
+    return {p.stem: files.read(p) for p in sorted((RUN / "points").glob("*.json"))}
 
 
 def test_every_recorded_h200_point_passed_with_a_valid_result():
-    from servebench.result import file_problems
+    """Recorded with result schema 2: read today as schema 3, valid against the checked-in JSON Schema."""
+    import json
+    from servebench.results import model, schema
     points = recorded()
     assert sorted(points) == ["llama-770m-h200-dynamo-c8", "llama-770m-h200-vllm-c32", "llama-770m-h200-vllm-c8",
                               "llama-770m-h200-vllm_offload-c32", "llama-770m-h200-vllm_offload-c8"]
     for case, r in points.items():
-        assert file_problems(RUN / "points" / f"{case}.json") == [], case
+        assert schema.problems(model.upgrade(json.loads((RUN / "points" / f"{case}.json").read_text()))) == [], case
         assert r.verdict.passed and r.requests.errors == 0 and r.identity.gpus == 1, case
         assert r.identity.versions["vllm"] == "0.26.0" and r.identity.gpu_type == "h200", case
     assert points["llama-770m-h200-dynamo-c8"].identity.versions.get("dynamo") == "1.4.0"
@@ -155,7 +159,7 @@ def test_the_offload_arm_served_prompt_tokens_from_the_cpu_tier_and_the_base_arm
 def test_recorded_points_judge_the_same_today(catalog):
     """The stored verdict is the one the current gates give (the client-bound check included: effective
     concurrency 5.8 of 8 passed, as the trace's think time predicts)."""
-    from servebench.verdict import judge
+    from servebench.results.verdict import judge
     for case, r in recorded().items():
         profile = by_id(catalog, case.rsplit("-c", 1)[0])
         again = judge(r, profile)
@@ -173,3 +177,42 @@ def test_junit_carries_each_points_metrics_and_the_cpu_tier_share():
     props = cases["test_point[llama-770m-h200-vllm_offload-c8]"]
     assert float(props["cpu_tier_hit_share"]) > 0.2 and float(props["output_tps_per_gpu"]) > 100
     assert cases["test_point[llama-770m-h200-dynamo-c8]"]["verdict"] == "passed"
+
+
+@pytest.mark.install
+def test_gpu_install_joins_checks_and_puts_servebench_on_path(tmp_path):
+    """scripts/gpu-install as a new user runs it, with this machine's Python and a wheelhouse of one small wheel
+    that has a command of its own, cut into parts as for a capped transfer: the parts are joined, every wheel is
+    checked against SHA256SUMS, and both commands (the wheel's and servebench) are in TARGET/bin afterwards (a
+    second pip call into the same --target used to skip bin/: no `servebench`). A damaged part is refused."""
+    import os
+    import subprocess
+    import sys
+    src = tmp_path / "toy"
+    (src / "toy").mkdir(parents=True)
+    (src / "toy/__init__.py").write_text("def main():\n    print('toy ok')\n")
+    (src / "pyproject.toml").write_text('[project]\nname = "toy"\nversion = "1.0"\n[project.scripts]\ntoy = "toy:main"\n'
+                                        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n')
+    wh = tmp_path / "wh"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wh),
+                    str(src)], check=True, capture_output=True)
+    (whl,) = wh.glob("*.whl")
+    (wh / "SHA256SUMS").write_text(subprocess.run(["sha256sum", "--", whl.name], cwd=wh, check=True,
+                                                  capture_output=True, text=True).stdout)
+    (wh / "parts").mkdir()
+    subprocess.run(["split", "-b", "700", "-d", whl.name, f"parts/{whl.name}.part"], cwd=wh, check=True)
+    whl.unlink()
+    env = {**os.environ, "PYTHON": sys.executable, "SERVEBENCH_COMMIT": "test"}
+    target = tmp_path / "site"
+    done = subprocess.run([str(REPO / "scripts/gpu-install"), str(wh), str(target)], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (target / "bin/toy").is_file() and (target / "bin/servebench").is_file()
+    run = subprocess.run([str(target / "bin/servebench"), "--help"], capture_output=True, text=True,
+                         env={**env, "PYTHONPATH": str(target)})
+    assert run.returncode == 0 and run.stdout.startswith("usage: servebench")
+    part = next((wh / "parts").iterdir())
+    part.write_bytes(b"x" + part.read_bytes()[1:])
+    bad = subprocess.run([str(REPO / "scripts/gpu-install"), str(wh), str(tmp_path / "site2")], capture_output=True,
+                         text=True, env=env, timeout=600)
+    assert bad.returncode != 0 and "FAILED" in bad.stdout + bad.stderr

@@ -8,12 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from servebench import history
-from servebench.compare import compare_point
+import contextlib
+
+from servebench.history import queries
+from servebench.history import store as history
+from servebench.history.compare import compare_point
+from servebench.results import files
 from tests.conftest import run_cli
 
 DATA = Path(__file__).parent / "data"
 CASE, PROFILE = "llama-770m-h200-vllm-c8", "llama-770m-h200-vllm"
+
+
+def runs(db) -> list[dict]:
+    with contextlib.closing(history.connect(db, create=False)) as con:
+        return history.runs(con)
 
 
 def results(tmp_path, name, result_json: Path, records: Path) -> Path:
@@ -41,7 +50,10 @@ def test_adding_a_run_records_its_points_and_requests_once(two_runs):
     (n_req,) = con.execute("SELECT COUNT(*) FROM requests").fetchone()
     summary = json.loads((DATA / "h200-gpu-run/aiperf/vllm-c8/profile_export_aiperf.json").read_text())
     assert n_req == summary["request_count"]["avg"]                      # every profiled request, once
-    assert history.runs(db)[0]["git_commit"] == "abc123"
+    assert runs(db)[0]["git_commit"] == "abc123"
+    stored = dict(con.execute("SELECT name, value FROM metrics"))          # every metric of the registry, by name
+    from servebench.results import metrics as registry
+    assert set(stored) == set(registry.METRICS) and stored["output_tps_per_gpu"] == pytest.approx(571.0, abs=0.1)
 
 
 def test_a_corrupt_store_or_a_foreign_folder_is_refused_and_loses_nothing(two_runs, tmp_path):
@@ -69,7 +81,7 @@ def test_compare_reports_each_metric_with_a_bootstrap_interval(two_runs):
     res = run_cli("compare", "20261201-00", "20261201-05", "--db", db)    # run ids by prefix
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines()[1] == f"{CASE}: better  (within-run bootstrap)"   # 488 -> 571 tok/s/GPU; no repeats
-    row = next(ln for ln in res.stdout.splitlines() if "output_tps_per_gpu" in ln)
+    row = next(ln for ln in res.stdout.splitlines() if "output tok/s per GPU" in ln)
     low, high = (float(x) for x in row.split("[")[1].split("]")[0].replace("%", "").split(","))
     assert 0 < low < 17 < high                                          # +17% measured, interval around it
 
@@ -77,9 +89,8 @@ def test_compare_reports_each_metric_with_a_bootstrap_interval(two_runs):
 def test_a_run_against_itself_is_within_noise_everywhere(two_runs):
     db, old, new = two_runs
     history.add(db, new)
-    import contextlib
     with contextlib.closing(history.connect(db)) as con:
-        run = history.runs(db)[0]["run_id"]
+        run = history.runs(con)[0]["run_id"]
         p = history.point(con, run, CASE)
     changes = compare_point(p, p)
     assert [c.verdict for c in changes] == ["within noise"] * 5
@@ -104,40 +115,45 @@ def test_a_session_records_its_points_unless_told_not_to(pytester, catalog, opt_
     if opt_out:
         assert not db.exists()
     else:
-        res.stdout.fnmatch_lines(["history: *out/history.sqlite: 1 point(s) added; *out/report/report.html"])
-        assert [(x["run_id"], x["points"]) for x in history.runs(db)] == [(r["identity"]["run_id"], 1)]
+        res.stdout.fnmatch_lines(["history: *out/history.sqlite: 1 point(s) added; *out/runs/*/report/report.html"])
+        assert [(x["run_id"], x["points"]) for x in runs(db)] == [(r["identity"]["run_id"], 1)]
 
 
 def test_the_gate_fails_a_point_worse_with_confidence_than_a_run_of_the_history(two_runs, catalog):
     """--compare-run: the old H200 point judged against the newer run is a regression with confidence; the newer
     one judged against the old is not."""
-    import contextlib
-    from servebench import result
-    from servebench.verdict import judge
+    from servebench.results.verdict import judge
     from tests.conftest import by_id
     db, old, new = two_runs
     history.add(db, old)
     history.add(db, new)
     profile = by_id(catalog, PROFILE)
     with contextlib.closing(history.connect(db)) as con:
-        p_old, p_new = (history.point(con, *history.resolve_runs(con, r), CASE) for r in ("20261201-00", "20261201-05"))
-    r_old = result.read(old / "points" / f"{CASE}.json")
+        p_old, p_new = (history.point(con, *queries.resolve_runs(con, r), CASE) for r in ("20261201-00", "20261201-05"))
+    r_old = files.read(old / "points" / f"{CASE}.json")
     worse = judge(r_old, profile, against=("20261201-055706-822", compare_point(p_new, p_old)[0]))
     msg = [c.message for c in worse.checks if c.name == "regression" and not c.ok]
     assert msg and msg[0].startswith("regression with confidence: output tok/s per GPU 488.1 against 571.0 in run "
                                      "20261201-055706-822, -14.5% [")
-    r_new = result.read(new / "points" / f"{CASE}.json")
+    r_new = files.read(new / "points" / f"{CASE}.json")
     fine = judge(r_new, profile, against=("20261201-002632-930", compare_point(p_old, p_new)[0]))
     assert [c.ok for c in fine.checks if c.name == "regression"] == [True]
 
 
-def test_an_unknown_compare_run_stops_the_session(pytester):
+def test_an_unknown_compare_run_stops_the_session(pytester, two_runs):
+    """Before anything is allocated: a history that is not there (and is not created), or a run it does not hold."""
     from tests.conftest import copy_suite
     copy_suite(pytester.path)
-    res = pytester.runpytest("--import-mode=importlib", "benchmarks", "-m", "local", "--compare-run", "nope",
-                             "--results-dir", "out", "-p", "no:cacheprovider")
+    args = ("--import-mode=importlib", "benchmarks", "-m", "local", "--compare-run", "nope", "--results-dir", "out",
+            "-p", "no:cacheprovider")
+    res = pytester.runpytest(*args)
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    res.stderr.fnmatch_lines(["*--compare-run: *history.sqlite: 'nope' names no run in the history*"])
+    res.stderr.fnmatch_lines(["*--compare-run: *out/history.sqlite: no results history there*"])
+    assert not (pytester.path / "out/history.sqlite").exists()
+    history.add(pytester.path / "out/history.sqlite", two_runs[2])
+    res = pytester.runpytest(*args)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*--compare-run: 'nope' names no run in the history*"])
 
 
 def test_compare_groups_the_points_by_the_changelog_entries_that_select_them(two_runs, tmp_path):
@@ -170,3 +186,32 @@ def test_the_commit_a_session_records(tmp_path, monkeypatch):
     assert history.git_commit(tmp_path) == head + "-dirty"
     monkeypatch.setenv("SERVEBENCH_COMMIT", "6c007bc")
     assert history.git_commit(tmp_path) == "6c007bc"
+
+
+def test_an_interrupted_point_is_kept_in_its_folder_and_out_of_the_history(tmp_path):
+    """A point cut short by Ctrl-C or SIGTERM is stored (run.interrupted, what it measured) but is no measurement:
+    `history add` sets it aside with the reason and adds the rest; a folder of interrupted points alone adds
+    nothing and says why."""
+    src = DATA / "results-local/points"
+    d = tmp_path / "run"
+    (d / "points").mkdir(parents=True)
+    for name in ("tiny-llama-cpu-vllm-c1.json", "tiny-llama-cpu-vllm-c4.json"):
+        r = json.loads((src / name).read_text())
+        if name.endswith("c4.json"):
+            r["run"].update(interrupted=True, stopped_by="KeyboardInterrupt: signal 15")
+        (d / "points" / name).write_text(json.dumps(r))
+    added = history.add(tmp_path / "h.sqlite", d)
+    assert added.points == 1 and "interrupted (KeyboardInterrupt: signal 15)" in \
+        added.skipped["tiny-llama-cpu-vllm-c4.json"]
+    (d / "points" / "tiny-llama-cpu-vllm-c1.json").unlink()
+    res = run_cli("history", "add", d, "--db", tmp_path / "other.sqlite")
+    assert res.returncode == 2 and "interrupted" in res.stderr and not (tmp_path / "other.sqlite").exists()
+
+
+def test_read_commands_create_nothing(tmp_path):
+    """compare and history list on a store that is not there say so and leave no empty store behind."""
+    res = run_cli("history", "list", "--db", tmp_path / "new.sqlite")
+    assert res.returncode == 2 and "no results history there" in res.stderr
+    res = run_cli("compare", "a", "b", "--db", tmp_path / "none.sqlite")
+    assert res.returncode == 2 and "no results history there" in res.stderr
+    assert list(tmp_path.iterdir()) == []

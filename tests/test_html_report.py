@@ -1,5 +1,5 @@
-"""report.html: one self-contained page over the results history, tested in a real headless browser (Debian's
-chromium; .ci/run installs it) on two real H200 runs of the same point."""
+"""report.html: one self-contained page over the results history (plotly.js embedded), tested in a real headless
+browser (Debian's chromium; .ci/run installs it) on two real H200 runs of the same point."""
 
 import json
 import os
@@ -7,14 +7,22 @@ import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
-from servebench import history, html_report
+from servebench.core.format import number
+from servebench.history import store as history
+from servebench.report import html as html_report
 from tests.test_history import DATA, results
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_browser = pytest.mark.skipif(CHROMIUM is None, reason="no chromium here: apt-get install chromium (.ci/run does)")
+_skip_without = pytest.mark.skipif(CHROMIUM is None, reason="no chromium here: apt-get install chromium (.ci/run does)")
+
+
+def needs_browser(test):
+    """A test in headless chromium: marker `browser` (a system package, like Slurm: not part of `-m offline`)."""
+    return pytest.mark.browser(_skip_without(test))
 OLD, NEW = "20261201-002632-930", "20261201-055706-822"
 
 
@@ -58,16 +66,29 @@ def browse(page, fragment="", extra=()):
     return out.stdout, console
 
 
+def points_drawn(dom: str) -> int:
+    """Markers plotly drew (one per point of the selected runs)."""
+    return len(re.findall(r'<path class="point[ "]', dom))
+
+
+def legend(dom: str) -> list[str]:
+    return re.findall(r'class="legendtext"[^>]*data-unformatted="([^"]*)"', dom)
+
+
 @needs_browser
 def test_it_renders_without_console_errors_and_selecting_a_run_changes_what_is_shown(page):
     dom, console = browse(page, extra=["--dump-dom"])
     assert console == [], console
-    assert len(re.findall(r'<circle[^>]*class="point"', dom)) == 2          # the last two runs, one point each
+    assert points_drawn(dom) == 2                                         # the last two runs, one point each
+    assert legend(dom) == [f"{OLD} llama-770m-h200-vllm", f"{NEW} llama-770m-h200-vllm"]
+    assert len(re.findall(r'class="xtick"', dom)) > 2 and len(re.findall(r'class="ytick"', dom)) > 2   # real axes
     assert "better" in dom and "[+" in dom                                  # the comparison, with its interval
     dom, console = browse(page, f"#runs={OLD}", ["--dump-dom"])
-    assert console == [] and len(re.findall(r'<circle[^>]*class="point"', dom)) == 1
-    assert f'data-run="{OLD}"' in dom and f'data-run="{NEW}"' not in dom
+    assert console == [] and points_drawn(dom) == 1 and legend(dom) == [f"{OLD} llama-770m-h200-vllm"]
     assert "<td>" + NEW not in dom
+    # a section with nothing to show says why
+    assert '<p class="empty">select two runs to compare them' in dom
+    assert '<p class="empty">no offload arm with a base arm that differs from it only in the offload' in dom
 
 
 @needs_browser
@@ -89,13 +110,17 @@ def test_screenshot(page, tmp_path):
     assert len(colors) > 20                                                 # a plot, not a blank page
 
 
+def offload_page(tmp_path) -> Path:
+    db = tmp_path / "history.sqlite"
+    history.add(db, DATA / "h200-gpu-run")
+    return html_report.write(db, tmp_path / "report" / "report.html")
+
+
 def test_offload_ab_pairs_each_offload_arm_with_its_base_arm(tmp_path):
     """The real H200 run (vllm and vllm_offload at c8 and c32): one row per shared concurrency, the ratio of the
     arms' output tok/s per GPU and the offload arm's CPU-tier share, read from the stored results."""
     run = DATA / "h200-gpu-run"
-    db = tmp_path / "history.sqlite"
-    history.add(db, run)
-    page = html_report.write(db, tmp_path / "report" / "report.html")
+    page = offload_page(tmp_path)
     data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page.read_text(), re.S)[1])
     rows = data["runs"][0]["offload_ab"]
     assert [(x["offload"], x["base"], x["concurrency"]) for x in rows] == [
@@ -103,10 +128,14 @@ def test_offload_ab_pairs_each_offload_arm_with_its_base_arm(tmp_path):
     for x in rows:
         base = json.loads((run / f"points/llama-770m-h200-vllm-c{x['concurrency']}.json").read_text())
         off = json.loads((run / f"points/llama-770m-h200-vllm_offload-c{x['concurrency']}.json").read_text())
-        assert x["ratio"] == pytest.approx(off["throughput"]["output_tps_per_gpu"] / base["throughput"]["output_tps_per_gpu"])
-        assert x["cpu_tier"] == off["server"]["prompt_token_shares"]["cpu_tier"] > 0
+        ratio = off["throughput"]["output_tps_per_gpu"] / base["throughput"]["output_tps_per_gpu"]
+        assert x["ratio"] == number(ratio, "ratio")                           # written by the one formatter
+        assert x["cpu_tier"] == number(off["server"]["prompt_token_shares"]["cpu_tier"], "share") != "0.0%"
     links = data["runs"][0]["points"][0]["links"]
     assert links["JSON"] == os.path.relpath(run / "points" / f"{data['runs'][0]['points'][0]['case']}.json", page.parent)
-    if CHROMIUM:
-        dom, console = browse(page, extra=["--dump-dom"])
-        assert console == [] and dom.count("<td>llama-770m-h200-vllm_offload</td>") == 2
+
+
+@needs_browser
+def test_the_browser_shows_one_offload_row_per_shared_concurrency(tmp_path):
+    dom, console = browse(offload_page(tmp_path), extra=["--dump-dom"])
+    assert console == [] and dom.count("<td>llama-770m-h200-vllm_offload</td>") == 2

@@ -1,53 +1,160 @@
-"""The launch path offline: setup steps before any server, templates filled per node, preflight requests,
-retargeting onto a stand-in cluster, and the Slurm step names release signals."""
+"""The launch path offline: each process's preamble in its own step (as pyxis needs), what a container can see,
+templates filled per node, preflight requests, retargeting onto a stand-in cluster, and the Slurm step names release
+signals."""
 
+import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
-from servebench.catalog import Catalog
+from servebench.catalog.loader import Catalog
+from servebench.cluster import backend_for
 from servebench.cluster.request import request_for
-from servebench.errors import ConfigError
-from servebench.preflight import entrypoint, login_findings, requests, retarget
-from servebench.server.placement import dry_placement, placement_for
-from servebench.server.plan import SETUP_GUARD, plan
-from tests.conftest import by_id, edit, run_cli
+from servebench.core.results_folder import ResultsFolder
+from servebench.core.errors import ConfigError
+from servebench.server.preflight import entrypoint, login_findings, requests, retarget
+from servebench.server.assembly import dry_placement, launch_problems
+from servebench.server.containers import unmet_needs
+from servebench.server.placement import placement_for
+from servebench.server.plan import plan
+from servebench.server.steps import Container
+from servebench.tools import FOLDER as TOOLS
+from tests.conftest import REPO, by_id, edit, run_cli
+
+PREAMBLE = TOOLS / "preamble.py"
 
 
-def test_setup_script_and_dynamo_install_run_on_every_node_before_any_server(catalog):
+def test_each_server_process_runs_its_preamble_in_its_own_step(catalog):
+    """srt-slurm's worker/frontend preamble: the setup script, then the Dynamo install, in the process's own step
+    and so in its own (unnamed, per-step) pyxis container; no separate setup step whose writes would vanish."""
     prof = by_id(catalog, "kimi-k3-gb200-dep")
-    procs = plan(prof, dry_placement(prof)).processes
-    roles = [p.role for p in procs]
-    assert roles[:8] == ["setup"] * 8 and "setup" not in roles[8:]
-    assert [p.name for p in procs[:8]] == ["setup0", "dynamo-install0", "setup1", "dynamo-install1",
-                                           "setup2", "dynamo-install2", "setup3", "dynamo-install3"]
-    setup = procs[0]
-    assert setup.argv[:len(SETUP_GUARD)] == SETUP_GUARD and setup.argv[-2:] == (
-        "bash", "/configs/kimik3-dspark-config-compat.sh")                     # pyxis: configs/ mounted at /configs
-    assert setup.env["SERVEBENCH_MODEL"] == "/model" and setup.env["NCCL_IB_HCA"]    # the worker's environment
-    install = procs[1]
-    assert install.argv[1:4] == ("-m", "pip", "install") and install.argv[-1] == (
+    sp = plan(prof, dry_placement(prof))
+    assert [p.name for p in sp.processes[:3]] == ["etcd", "nats", "frontend"]
+    assert {p.role for p in sp.processes} == {"infra", "frontend", "worker"}
+    servers = [p for p in sp.processes if p.role != "infra"]
+    assert len(servers) == 5 and all([st["name"] for st in p.preamble] == ["setup", "dynamo"] for p in servers)
+    worker = sp.proc("worker0")
+    setup, install = worker.preamble
+    assert setup["argv"] == ["bash", "/configs/kimik3-dspark-config-compat.sh"]     # pyxis: configs/ at /configs
+    assert setup["unless_missing"] == "/model" and setup["env"] == {"SERVEBENCH_MODEL": "/model"}
+    assert install["argv"][1:4] == ["-m", "pip", "install"] and install["argv"][-1] == (
         "ai-dynamo @ git+https://github.com/ai-dynamo/dynamo.git@ba83080ecd31c1ce918559e576d3c5bc9e092ff1")
-    assert [p.name for p in procs[8:11]] == ["etcd", "nats", "frontend"]
+    assert worker.command[:2] == ("python3", "/servebench-tools/preamble.py")      # the container's interpreter
+    assert worker.command[-len(worker.argv):] == worker.argv and worker.command[-len(worker.argv) - 1] == "--"
+    assert json.loads(worker.command[2]) == list(worker.preamble)
+    assert worker.env["NCCL_IB_HCA"] and worker.env["DSPARK_SRC"] == "/models/Kimi-K3-DSpark"
+    assert worker.container.image == "vllm/vllm-openai:kimi-k3" and worker.container.name is None
+    assert ("/mnt/numa1/models/Kimi-K3-DSpark", "/models/Kimi-K3-DSpark") in worker.container.mounts
+    assert unmet_needs(sp) == []
+
+
+def _with(spec, **changes):
+    return dataclasses.replace(spec, **changes)
+
+
+def test_a_preamble_in_a_step_of_its_own_is_refused_where_its_writes_vanish(catalog):
+    """The old launch: setup as its own step before the workers. In an unnamed container its /tmp view is gone
+    when the step ends, so the worker that needs it is refused before anything starts; on the node's own
+    filesystem, or in one named container, the same plan is fine."""
+    prof = by_id(catalog, "kimi-k3-gb200-tp")
+    sp = plan(prof, dry_placement(prof))
+    worker = sp.proc("worker0")
+    alone = _with(worker, name="setup0", role="infra", argv=("true",), needs=frozenset())
+    bare = _with(worker, preamble=())
+    old = dataclasses.replace(sp, processes=(alone, bare))
+    found = unmet_needs(old)
+    assert len(found) == 2 and all(line.startswith("worker0 on node 0 needs ") for line in found)
+    assert "made by setup0 (in container vllm/vllm-openai:kimi-k3 (unnamed: it and everything written in it vanish " \
+           "with the step)" in found[0] and "run it in worker0's own preamble, or share one named container" in found[0]
+    named = Container(worker.container.image, worker.container.mounts, "servebench-node0")
+    shared = dataclasses.replace(sp, processes=(_with(alone, container=named), _with(bare, container=named)))
+    assert unmet_needs(shared) == []
+    host = dataclasses.replace(sp, processes=(_with(alone, container=Container()), _with(bare, container=Container())))
+    assert unmet_needs(host) == []
+    nowhere = dataclasses.replace(sp, processes=(bare,))
+    assert "made by no step on its node" in unmet_needs(nowhere)[0]
+
+
+def test_a_host_path_inside_a_container_is_refused_offline(recipes):
+    """DSPARK_SRC at the node's staging path: the container sees that folder only at its mount's destination."""
+    edit(recipes / "clusters/gb200-nv.yaml", "DSPARK_SRC: /models/Kimi-K3-DSpark",
+         "DSPARK_SRC: /mnt/numa1/models/Kimi-K3-DSpark")
+    prof = by_id(Catalog.load(recipes), "kimi-k3-gb200-tep")
+    found = launch_problems(prof)
+    assert found and found[0] == (
+        "kimi-k3-gb200-tep: frontend: environment DSPARK_SRC names /mnt/numa1/models/Kimi-K3-DSpark, a path on the "
+        "node; frontend runs in container vllm/vllm-openai:kimi-k3 (unnamed: it and everything written in it vanish "
+        "with the step); mounts " + ", ".join(f"{s}:{d}" for s, d in sp_mounts(prof)) + ", so it is not there: use "
+        "its mount destination, or add /mnt/numa1/models/Kimi-K3-DSpark: <inside> to runtime.container_mounts of "
+        "the cluster file")
+    res = run_cli("--recipes", str(recipes), "matrix")
+    assert res.returncode == 1 and "launch problem(s) above" in res.stdout
+    assert "kimi-k3-gb200-dep: worker0: environment DSPARK_SRC names /mnt/numa1" in res.stderr
+
+
+def sp_mounts(prof):
+    return dry_placement(prof).mounts
+
+
+def test_the_preamble_runner_stops_on_a_failing_step_and_skips_a_step_whose_input_is_missing(tmp_path):
+    marker = tmp_path / "ran"
+    steps = [{"name": "setup", "argv": ["touch", str(tmp_path / "never")], "unless_missing": str(tmp_path / "no")},
+             {"name": "mark", "argv": ["sh", "-c", 'echo "$WHO" > "$0"', str(marker)], "env": {"WHO": "step"},
+              "mkdir": [str(tmp_path / "made")]}]
+    done = subprocess.run([sys.executable, str(PREAMBLE), json.dumps(steps), "--", "sh", "-c", "echo started $0", "x"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"servebench: setup not run: {tmp_path / 'no'} does not exist on this node" in done.stdout
+    assert done.stdout.strip().endswith("started x") and marker.read_text() == "step\n"
+    assert (tmp_path / "made").is_dir() and not (tmp_path / "never").exists()
+    failing = [{"name": "dynamo", "argv": ["sh", "-c", "exit 3"]}]
+    done = subprocess.run([sys.executable, str(PREAMBLE), json.dumps(failing), "--", "touch", str(tmp_path / "proc")],
+                          capture_output=True, text=True)
+    assert done.returncode == 3 and "servebench: dynamo failed with exit code 3; touch was not started" in done.stdout
+    assert not (tmp_path / "proc").exists()
+
+
+def test_the_dspark_setup_script_needs_the_checkpoint_as_the_process_sees_it(tmp_path):
+    """Inside the container the model is /model: a checkpoint path derived from it would be /Kimi-K3-DSpark.
+    The script takes DSPARK_SRC (the cluster file's, a mount destination) and says so when it is unset."""
+    script = REPO / "recipes/configs/kimik3-dspark-config-compat.sh"
+    env = {"PATH": os.environ["PATH"], "SERVEBENCH_MODEL": "/model", "DSPARK_VIEW": str(tmp_path / "view")}
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+    assert done.returncode != 0 and "set DSPARK_SRC to the staged Kimi-K3-DSpark checkpoint" in done.stderr
+    src = tmp_path / "staged"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps({"mask_token_id": 163606}))
+    (src / "model.safetensors").write_text("w")
+    done = subprocess.run(["bash", str(script)], env={**env, "DSPARK_SRC": str(src)}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    view = tmp_path / "view"
+    assert json.loads((view / "config.json").read_text())["pard_token"] == 163606
+    assert (view / "model.safetensors").resolve() == src / "model.safetensors"
+    assert json.loads((src / "config.json").read_text()) == {"mask_token_id": 163606}    # the staged copy untouched
 
 
 def test_render_shows_the_launch_sequence(repo):
     out = run_cli("render", "tp", cwd=repo).stdout
-    order = [out.index(s) for s in ("## setup0 (runs to completion before the servers) on node 0",
-                                    "## dynamo-install3 (runs to completion", "## etcd (infra)",
-                                    "## frontend (frontend)", "## worker0 (worker)")]
+    order = [out.index(s) for s in ("## etcd (infra)", "## frontend (frontend)", "## worker0 (worker)")]
     assert order == sorted(order)
+    worker = out[out.index("## worker0 (worker)"):]
+    assert "# preamble, in this step before the process: setup: bash /configs/kimik3-dspark-config-compat.sh " \
+           "(only if /model exists); dynamo: python3 -m pip install" in worker
+    assert "(unnamed: it and everything written in it vanish with the step)" in worker
     assert "--job-name=servebench-RUN-tp.worker0" in out               # the step name release signals
 
 
 def test_stand_in_clusters_skip_the_dynamo_install(catalog):
     for pid in ("tiny-llama-cpu-dynamo", "tiny-llama-cpu-vllm"):
         prof = by_id(catalog, pid)
-        assert not [p for p in plan(prof, dry_placement(prof)).processes if p.role == "setup"]
+        assert not any(p.preamble for p in plan(prof, dry_placement(prof)).processes)
 
 
 def test_templates_are_filled_per_node(recipes):
-    edit(recipes / "kimi-k3/gb200/_agentx.yaml", "  load:  ", "  templates: [environment.RUN_LOGS]\n  load:  ")
+    edit(recipes / "kimi-k3/gb200/_agentx.yaml", "  labels:\n", "  templates: [environment.RUN_LOGS]\n  labels:\n")
     edit(recipes / "kimi-k3/gb200/base.yaml", '  ETCD_LEASE_TTL: "7200"',
          '  ETCD_LEASE_TTL: "7200"\n  RUN_LOGS: /logs/{job_id}/{node}-{node_rank}/{head_node}')
     prof = by_id(Catalog.load(recipes), "kimi-k3-gb200-dep")
@@ -72,17 +179,17 @@ def test_preflight_requests_name_what_each_node_checks(catalog):
     assert head["gpus"] == 4 and head["interfaces"] == [""]                # detected on the node
     assert [e["what"] for e in head["endpoints"]] == ["etcd", "NATS"]
     assert head["versions"] == {"dynamo": "1.3.0"}
-    assert entrypoint(sp.proc("etcd")) is None and entrypoint(sp.proc("setup0")) is None
+    assert entrypoint(sp.proc("etcd")) is None and entrypoint(sp.proc("nats")) is None
 
 
 def test_retarget_keeps_the_shape(catalog):
     prof = by_id(catalog, "kimi-k3-gb200-dep")
     local = retarget(prof, catalog.clusters["gb200-local"])
     assert local.cluster.name == "gb200-local" and local.topology == prof.topology
-    req = request_for(local, "r", "/tmp/x")
+    req = request_for(local, backend_for(local.cluster), "r", ResultsFolder.at("/tmp/x").profile(local.id))
     assert "cpus-per-task" not in req.directives and "container-remap-root" not in req.srun_options
     assert req.container_image is None and req.stop_grace_s == 60
-    found = login_findings(local, placement_for(local, ["n1"] * 4, ["n1"] * 4, "/w"))
+    found = login_findings(local, placement_for(local, ["n1"] * 4, ["n1"] * 4, "/w"), req.dropped)
     assert [f.check for f in found] == ["container image", "slurm options"]
     with pytest.raises(ConfigError, match="cluster slurm-local has 4 nodes x 1 GPUs"):
         retarget(prof, catalog.clusters["slurm-local"])

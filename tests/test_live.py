@@ -3,7 +3,9 @@ AIPerf runs. A fake server appears only for fault injection (500s, mid-stream di
 
 Skipped with the reason until scripts/install-servers has made .venvs/serve and .venvs/aiperf."""
 
+import dataclasses
 import json
+import re
 import shutil
 import socket
 import sys
@@ -12,18 +14,20 @@ from pathlib import Path
 import httpx
 import pytest
 
-from servebench.cluster import AllocationRequest, ProcessDied
-from servebench.cluster.local import LocalBackend
-from servebench.matrix import Point
-from servebench.measure import measure
-from servebench.models import ensure_model
-from servebench.catalog import Catalog
-from servebench.result import file_problems, parse
-from servebench.result import problems as validate
-from servebench.server import deploy
-from servebench.server.placement import free_ports, placement_for
-from servebench.server.plan import Engine, ProcSpec, ServerPlan, plan
-from servebench.verdict import judge
+from servebench.catalog.loader import Catalog
+from servebench.catalog.points import Point
+from servebench.cluster import ProcessDied
+from servebench.core.results_folder import ResultsFolder
+from servebench.load.aiperf import AiperfGenerator
+from servebench.load.measure import measure
+from servebench.results.model import parse
+from servebench.results.model import problems as validate
+from servebench.results.point import store
+from servebench.results.schema import file_problems
+from servebench.results.verdict import judge
+from servebench.server.assembly import Assembly
+from servebench.server.generated import ensure_model
+from servebench.server.plan import Engine, ProcSpec, ServerPlan
 from tests.conftest import REPO, edit
 
 pytestmark = pytest.mark.local
@@ -64,16 +68,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(prof, tmp_path, model, ports=None, recipe_plan=None):
-    alloc = LocalBackend().allocate(AllocationRequest(f"live-{prof.name}", prof.recipe.resources.total_nodes,
-                                                      workdir=tmp_path))
-    where = placement_for(prof, alloc.nodes, alloc.addresses(), str(tmp_path), root=str(REPO),
-                          model_dir=str(model), ports=ports or free_ports(1, start=3000))
+def start(prof, tmp_path, model, recipe_plan=None):
+    """The profile's servers on this machine, through the run assembly (as a session starts them)."""
+    assembly = Assembly(prof, ResultsFolder.at(tmp_path), "live", root=REPO)
+    alloc = assembly.allocate()
     try:
-        return deploy.start(prof, recipe_plan or plan(prof, where), alloc, tmp_path / "logs", tokenizer_dir=model)
+        _, sp = assembly.plan(alloc, model)
+        if recipe_plan is not None:          # a fake server's plan, with the client the profile's plan places
+            recipe_plan = dataclasses.replace(recipe_plan, client=sp.client)
+        return assembly.start(alloc, model, recipe_plan or sp)
     except BaseException:
         alloc.release()
         raise
+
+
+def run_point(prof, conc, dep, tmp_path, **kw):
+    """One point measured by real AIPerf against ``dep`` and stored, as the sb_measured fixture does."""
+    folder = ResultsFolder.at(tmp_path)
+    m = measure(Point(prof, conc), dep, AiperfGenerator(str(AIPERF)), folder.case(prof.id, f"{prof.id}-c{conc}"),
+                run_id="live", **kw)
+    return store(m, folder)
 
 
 # ---- real servers ----
@@ -128,25 +142,33 @@ def test_real_server_streams_chat_and_its_counters_add_up(kind, catalog, tiny_mo
 def test_real_aiperf_point_on_real_server(catalog, vllm_server, tmp_path):
     prof = profile(catalog, "vllm")
     status: list[str] = []
-    out = measure(Point(prof, 2), vllm_server, run_id="live", results_dir=tmp_path, aiperf_bin=str(AIPERF),
-                  tokenizer_dir=vllm_server.tokenizer_dir, progress=status.append, tick_s=2)
+    out = run_point(prof, 2, vllm_server, tmp_path, progress=status.append, tick_s=2)
     r = out.result.dump()
-    assert status and all(s.startswith("tiny-llama-cpu-vllm-c2: ") and " requests done, " in s and
-                          s.endswith(" errors so far") for s in status), status
-    assert any(not s.split(", ")[1].startswith("0 requests") for s in status), status   # counts move
+    phases = [s.removeprefix("tiny-llama-cpu-vllm-c2: ").split(" ", 1)[0] for s in status]
+    assert status and all(s.startswith("tiny-llama-cpu-vllm-c2: ") and s.endswith(" errors so far") for s in status)
+    assert set(phases) <= {"start-up", "warm-up", "profiling", "grace"} and "profiling" in phases, status
+    assert phases == sorted(phases, key=["start-up", "warm-up", "profiling", "grace"].index), status   # in order
+    assert any(re.search(r"profiling \d+ s of ~\d+ s, [1-9]\d* requests done", s) for s in status), status
     assert validate(r) == [] and file_problems(out.path) == [] and out.copy.is_file()
-    assert r["run"]["aiperf_exit_code"] == 0 and r["requests"]["successful"] > 0 and r["requests"]["errors"] == 0
+    assert r["run"]["exit_code"] == 0 and r["requests"]["successful"] > 0 and r["requests"]["errors"] == 0
+    command = (out.path.parent / "aiperf-command.txt").read_text()
+    import shlex
+    assert shlex.split(command)[:2] == [str(AIPERF), "profile"] and "--url" in shlex.split(command)   # pastes back
     assert r["output_token_ratio"] == pytest.approx(1.0, abs=0.01)
     assert r["server"]["prefix_cache_hits"] > 0      # turns of a session share their growing prefix
     assert r["requests"]["warmup_dropped"] == 2 and r["identity"]["versions"]["aiperf"] == "0.13.0"
     assert judge(parse(r), prof).failures == []
+    # the machine it ran on, recorded before the servers: this host, no GPU (and no telemetry), said so
+    (node,) = r["machine"]["nodes"]
+    assert node["host"] == socket.gethostname() and node["cores"] >= 1 and node["memory_gib"] > 0
+    assert node["gpus"] == [] and node["problems"] == ["no nvidia-smi on this node: no GPU record, no telemetry"]
+    assert r["telemetry"] is None
 
 
 def test_server_dying_at_startup_fails_with_its_log_tail(catalog, tiny_model, tmp_path):
     prof = profile(catalog, "vllm")
-    where = placement_for(prof, ["local0"], ["127.0.0.1"], str(tmp_path), root=str(REPO),
-                          model_dir=str(tiny_model), ports=free_ports(1, start=3000))
-    sp = plan(prof, where)
+    assembly = Assembly(prof, ResultsFolder.at(tmp_path), "live", root=REPO)
+    _, sp = assembly.plan(assembly.backend.dry_run(assembly.request()), tiny_model)
     (w,) = sp.processes
     bad = ProcSpec(w.rank, w.name, w.role, (*w.argv, "--max-model-len", "100000"), w.env)   # > 8192 positions
     with pytest.raises(ProcessDied) as err:
@@ -174,8 +196,7 @@ def test_injected_faults_fail_the_point_with_the_measured_rate(catalog, tiny_mod
     prof = profile(catalog, "vllm")
     dep = fake(prof, tmp_path, tiny_model, *flags)
     try:
-        r = measure(Point(prof, 2), dep, run_id="faults", results_dir=tmp_path, aiperf_bin=str(AIPERF),
-                    tokenizer_dir=tiny_model).result.dump()
+        r = run_point(prof, 2, dep, tmp_path).result.dump()
     finally:
         dep.allocation.release()
     assert validate(r) == []
@@ -189,8 +210,7 @@ def test_all_requests_failing_is_a_failed_point_not_a_crash(catalog, tiny_model,
     prof = profile(catalog, "vllm")
     dep = fake(prof, tmp_path, tiny_model, "--fail-all")
     try:
-        out = measure(Point(prof, 2), dep, run_id="allfail", results_dir=tmp_path, aiperf_bin=str(AIPERF),
-                      tokenizer_dir=tiny_model)
+        out = run_point(prof, 2, dep, tmp_path)
     finally:
         dep.allocation.release()
     r = out.result.dump()
@@ -226,3 +246,79 @@ def test_pinned_flag_table_matches_the_installed_parsers(installed, tmp_path):
     fresh = json.loads(out.read_text())
     pinned = json.loads((REPO / "servebench/data/flags/dynamo-1.6.1_vllm-0.31.0.json").read_text())
     assert fresh["versions"] == pinned["versions"] and fresh["entrypoints"] == pinned["entrypoints"]
+
+
+def test_stage_says_when_the_hub_is_out_of_reach_and_stages_what_this_host_sees(installed, tmp_path):
+    """`servebench stage`: the seed corpus cannot come from a machine without Hub access (one line with the fix);
+    the embedded default's tokenizer, whose model this host sees, lands in the cache as the client reads it."""
+    import os
+    import subprocess
+    cache = tmp_path / "cache"
+    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9"}           # nothing listens there
+    done = subprocess.run([sys.executable, "-m", "servebench", "stage", "tp", "--cache", str(cache)], cwd=REPO,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 1
+    assert "stage: semianalysis_cc_traces_weka_062126 (semianalysisai/cc-traces-weka-062126) could not be fetched " \
+           "from here: ConnectionError" in done.stderr
+    assert f"the Hub cannot be reached from this machine: run `servebench stage` where it can, with --cache naming " \
+           f"the cluster's shared cache as that machine sees it ({cache})" in done.stderr
+    assert "note: kimi-k3-gb200-tp: its model directory is not visible here" in done.stdout
+    done = subprocess.run([sys.executable, "-m", "servebench", "stage", "tiny-llama-cpu-dynamo", "--cache", str(cache)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "stage: tokenizer local/tiny-llama from " in done.stdout
+    assert (cache / "hub/models--local--tiny-llama/refs/main").is_file()
+
+
+# ---- run length: adaptive stopping, and a server that never settles ----
+
+@pytest.fixture(scope="module")
+def adaptive_catalog(tmp_path_factory):
+    """The local recipes with points long enough to stop early: 120 s at most, enough sessions not to run out; a
+    loose target (±15%): the CPU server shares 2 cores with AIPerf, its 5 s throughput wanders by ±20%."""
+    root = tmp_path_factory.mktemp("adaptive") / "recipes"
+    shutil.copytree(REPO / "recipes", root)
+    edit(root / "local/_sweep.yaml", "duration_s: 20", "duration_s: 120")
+    edit(root / "local/_sweep.yaml", "stop: {slice_s: 1.0, min_s: 20}",
+         "stop: {slice_s: 1.0, min_s: 20, min_requests: 150, target: 0.15}")
+    edit(root / "local/_sweep.yaml", "sessions_per_concurrency: 24", "sessions_per_concurrency: 200")
+    return Catalog.load(root)
+
+
+def test_an_adaptive_point_ends_once_its_throughput_is_known(adaptive_catalog, vllm_server, tmp_path):
+    """On the real CPU server: the rule stops AIPerf (its SIGINT path: it ends the run and writes its exports)
+    well before the 120 s cap, and the result says why, when, and how precise; the stop is no failure."""
+    prof = profile(adaptive_catalog, "vllm")
+    out = run_point(prof, 4, vllm_server, tmp_path, run_length="adaptive")
+    r = out.result.dump()
+    run, steady = r["run"], r["steady"]
+    assert run["mode"] == "adaptive" and run["stopped_at_s"] is not None and run["stopped_at_s"] < 110, \
+        json.dumps([run, r["steady"]])
+    assert run["stop_reason"].startswith("precise and steady at ") and run["was_cancelled"] is True
+    assert steady["stationary"] is True and steady["half_width_rel"] <= 0.15 and steady["batches"] >= 8
+    assert r["throughput"]["duration_s"] < 110 and r["requests"]["errors"] == 0
+    assert judge(parse(r), prof).failures == []                             # servebench's own stop is no abort
+    assert len(r["series"]["t"]) >= 20 and max(r["series"]["output_tps"]) > 0 and sum(r["series"]["completed"]) > 0
+    assert r["evidence"]["ttft_p99_ms"]["upper_bound"] >= r["evidence"]["ttft_p99_ms"]["estimate"]
+    assert r["server"]["source"].startswith("engine counters over the measured window")
+
+
+def test_a_drifting_server_is_reported_not_steady_and_runs_to_its_cap(adaptive_catalog, tiny_model, tmp_path):
+    """A fake server whose tokens slow down over the point (the only thing a fake server is for: a fault the
+    suite must handle): the adaptive rule never stops it, the series is not stationary, the drift is measured,
+    and require_steady fails the point saying so."""
+    prof = profile(adaptive_catalog, "vllm")
+    prof = dataclasses.replace(prof, spec=prof.spec.model_copy(update={
+        "load": prof.spec.load.model_copy(update={"duration_s": 50, "stop": prof.spec.load.stop.model_copy(
+            update={"slice_s": 0.5})}),
+        "gates": prof.spec.gates.model_copy(update={"require_steady": True})}))
+    dep = fake(prof, tmp_path, tiny_model, "--itl-ms", "15", "--decay-per-s", "0.1")
+    try:
+        r = run_point(prof, 4, dep, tmp_path, run_length="adaptive").result.dump()
+    finally:
+        dep.allocation.release()
+    assert r["run"]["stopped_at_s"] is None and r["run"]["stop_reason"].startswith("ran its whole duration_s")
+    steady = r["steady"]
+    assert steady["stationary"] is False and steady["drift_per_min_rel"] < -0.2, json.dumps([steady, r["series"]["output_tps"]])
+    (msg,) = [m for m in judge(parse(r), prof).failures if m.startswith("not steady")]
+    assert "drifts" in msg and "per minute" in msg and "profile.gates.require_steady" in msg

@@ -1,17 +1,28 @@
 """Load generation, offline: the agentic trace generator and the AIPerf command a point gets."""
 
+import dataclasses
 import json
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from servebench.catalog.loader import Catalog
+from servebench.catalog.points import Point
+from servebench.core.results_folder import CaseFolder
 from servebench.load import aiperf, traces
-from servebench.matrix import Point
-from servebench.catalog import Catalog
-from servebench.server.placement import dry_placement
-from servebench.server.plan import plan
+from servebench.load.generator import LoadJob
+from servebench.server.assembly import dry_plan
 from tests.conftest import by_id, edit
+
+
+def job(prof, conc, case_dir, trace=None, sessions=None, tokenizer_dir=None) -> LoadJob:
+    _, sp = dry_plan(prof)
+    client = dataclasses.replace(sp.client, model=str(tokenizer_dir) if tokenizer_dir else None)
+    return LoadJob(Point(prof, conc), sp.api_url, sp.model_name, tuple(sp.metrics_urls), CaseFolder(case_dir), "r",
+                   client, trace=trace, sessions=sessions)
 
 
 def test_trace_is_deterministic_and_keyed_by_the_point(tmp_path):
@@ -49,9 +60,7 @@ def test_sessions_grow_a_shared_prefix_turn_by_turn(sessions, turns, think, rate
 
 def test_aiperf_command_of_a_local_point(catalog, tmp_path):
     prof = by_id(catalog, "tiny-llama-cpu-dynamo")
-    sp = plan(prof, dry_placement(prof))
-    argv = aiperf.command(prof, Point(prof, 4), sp, aiperf_bin="aiperf", artifact_dir=tmp_path / "a",
-                          tokenizer="local/tiny-llama", trace=tmp_path / "t.jsonl", sessions=96)
+    argv = aiperf.AiperfGenerator("aiperf").command(job(prof, 4, tmp_path, tmp_path / "t.jsonl", 96, tmp_path))
     flag = lambda name: argv[argv.index(name) + 1]  # noqa: E731
     assert argv[:2] == ["aiperf", "profile"] and flag("--ui") == "none" and flag("--concurrency") == "4"
     assert flag("--benchmark-duration") == "20" and "--benchmark-grace-period" not in argv   # AIPerf's 30 s
@@ -60,17 +69,15 @@ def test_aiperf_command_of_a_local_point(catalog, tmp_path):
     assert flag("--custom-dataset-type") == "mooncake_trace" and flag("--failed-request-threshold") == "0.0"
     assert flag("--connection-reuse-strategy") == "sticky-user-sessions" and "--use-server-token-count" in argv
     assert flag("--server-metrics") == "http://127.0.0.1:18081/metrics" and flag("--url") == "http://127.0.0.1:8000"
-    assert "--burst-phase-starts" not in argv
+    assert "--burst-phase-starts" not in argv and flag("--artifact-dir") == str(tmp_path / "aiperf")
 
 
 @pytest.mark.parametrize("burst", [False, True])
 def test_named_corpus_uses_agentic_replay_with_the_recipe_caps(recipes, tmp_path, burst):
     if burst:
-        edit(recipes / "kimi-k3/gb200/_agentx.yaml", "    seed: 42\n", "    seed: 42\n    burst_phase_starts: true\n")
+        edit(recipes / "presets/seed-harness.yaml", "    seed: 42\n", "    seed: 42\n    burst_phase_starts: true\n")
     prof = by_id(Catalog.load(recipes), "kimi-k3-gb200-dep")
-    sp = plan(prof, dry_placement(prof))
-    argv = aiperf.command(prof, Point(prof, 64), sp, aiperf_bin="aiperf", artifact_dir=tmp_path, tokenizer="t",
-                          trace=None, sessions=None)
+    argv = aiperf.AiperfGenerator("aiperf").command(job(prof, 64, tmp_path))
     assert argv[argv.index("--public-dataset") + 1] == "semianalysis_cc_traces_weka_062126"
     assert argv[argv.index("--system-idle-gap-cap-seconds") + 1] == "10"     # the whole replay (seed)
     assert argv[argv.index("--trace-idle-gap-cap-seconds") + 1] == "300"     # each trace
@@ -79,13 +86,94 @@ def test_named_corpus_uses_agentic_replay_with_the_recipe_caps(recipes, tmp_path
     assert ("--burst-phase-starts" in argv) is burst and "--input-file" not in argv
 
 
-def test_offline_tokenizer_cache_layout(tmp_path):
+def tokenizer_cache(*args) -> subprocess.CompletedProcess:
+    from servebench.tools import TOKENIZER_CACHE
+    return subprocess.run([sys.executable, str(TOKENIZER_CACHE), *map(str, args)], capture_output=True, text=True)
+
+
+def test_the_tokenizer_is_cached_where_the_client_runs_with_what_a_remote_code_tokenizer_needs(tmp_path):
+    """A tiktoken tokenizer with remote code (Kimi's layout) keeps its model file and its tokenization_*.py; the
+    weights stay behind; a second run changes nothing."""
     src = tmp_path / "model"
     src.mkdir()
-    (src / "tokenizer.json").write_text("{}")
-    (src / "tokenizer_config.json").write_text("{}")
-    name = aiperf.offline_tokenizer(src, tmp_path / "hf", "tiny")
-    repo = tmp_path / "hf/hub/models--local--tiny"
-    sha = (repo / "refs/main").read_text()
-    assert name == "local/tiny" and (repo / "snapshots" / sha / "tokenizer.json").is_file()
-    assert aiperf.offline_tokenizer(src, tmp_path / "hf", "tiny") == name            # idempotent
+    for name, text in (("tiktoken.model", "abc 0"), ("tokenization_kimi.py", "class T: pass"),
+                       ("tokenizer_config.json", '{"auto_map": {}}'), ("config.json", "{}"),
+                       ("model-00001.safetensors", "weights")):
+        (src / name).write_text(text)
+    done = tokenizer_cache(src, tmp_path / "hf", "kimi")
+    assert done.returncode == 0 and done.stdout.strip() == "local/kimi", done.stderr
+    repo = tmp_path / "hf/hub/models--local--kimi"
+    snap = repo / "snapshots" / (repo / "refs/main").read_text()
+    assert sorted(p.name for p in snap.iterdir()) == ["config.json", "tiktoken.model", "tokenization_kimi.py",
+                                                      "tokenizer_config.json"]
+    assert tokenizer_cache(src, tmp_path / "hf", "kimi").stdout.strip() == "local/kimi"         # idempotent
+    assert len(list((repo / "snapshots").iterdir())) == 1
+
+
+def test_a_model_directory_with_no_tokenizer_or_empty_files_stops_the_client_first(tmp_path):
+    """The seed's failure: an empty tokenizer snapshot built without an error, AIPerf failing only after the model
+    loaded. Here the client's first step stops with one line naming the folder as that host sees it."""
+    (tmp_path / "empty").mkdir()
+    done = tokenizer_cache(tmp_path / "empty", tmp_path / "hf", "m")
+    assert done.returncode == 2 and f"no tokenizer in {tmp_path / 'empty'} as this host sees it" in done.stderr
+    (tmp_path / "zero").mkdir()
+    (tmp_path / "zero/tokenizer.json").write_text("")
+    done = tokenizer_cache(tmp_path / "zero", tmp_path / "hf", "m")
+    assert done.returncode == 2 and "only empty files" in done.stderr
+    assert not (tmp_path / "hf/hub/models--local--m").exists()
+
+
+def test_aiperf_prepares_where_the_client_runs_and_reads_from_the_shared_cache(catalog, tmp_path):
+    """On gb200-nv: the tokenizer copy is made on the head node from /model (the node-local model as the container
+    sees it) into the shared cache; AIPerf runs offline from it, the dataset mmap cache shared by every point, and
+    its dataset configuration timeouts are the recipe's (seed: 1800 s)."""
+    prof = by_id(catalog, "kimi-k3-gb200-dep")
+    _, sp = dry_plan(prof)
+    j = LoadJob(Point(prof, 64), sp.api_url, sp.model_name, tuple(sp.metrics_urls), CaseFolder(tmp_path / "c"), "r",
+                sp.client)
+    inv = aiperf.AiperfGenerator().invocation(j)
+    cache = "/mnt/lustre01/users-public/sa-shared/servebench/cache"
+    (step,) = inv.steps
+    assert step["argv"] == ["python3", "/servebench-tools/tokenizer_cache.py", "/model", cache, "kimi-k3"]
+    assert inv.argv[:3] == ["python3", "-m", "aiperf"] and inv.argv[inv.argv.index("--tokenizer") + 1] == "local/kimi-k3"
+    assert inv.env["HF_HOME"] == cache and inv.env["HF_HUB_OFFLINE"] == inv.env["HF_DATASETS_OFFLINE"] == "1"
+    assert inv.env["AIPERF_DATASET_MMAP_CACHE_DIR"] == f"{cache}/aiperf-mmap"
+    assert inv.env["AIPERF_DATASET_CONFIGURATION_TIMEOUT"] == inv.env["AIPERF_DATASET_PUBLIC_DATASET_TIMEOUT"] == "1800"
+    assert float(inv.env["AIPERF_SERVICE_PROFILE_CONFIGURE_TIMEOUT"]) >= 1800      # AIPerf refuses less
+    assert inv.env["TMPDIR"].startswith("/tmp/sb-aiperf-") and inv.env["TMPDIR"] in step["mkdir"]
+    assert not (tmp_path / "c").exists()                # nothing is written before the client's step runs
+    assert sp.client.preamble[0]["argv"][-1] == "aiperf==0.13.0"
+
+
+def test_render_shows_the_sessions_the_run_writes(catalog, tmp_path):
+    """`servebench render` takes a point's session count from the trace the run would write (subagents included),
+    not from sessions_per_concurrency x concurrency."""
+    from servebench.load.measure import trace_spec
+    from tests.conftest import run_cli
+    prof = by_id(catalog, "tiny-llama-cpu-vllm")
+    written = traces.write(trace_spec(Point(prof, 4), "RUN"), tmp_path / "t.jsonl")["sessions"]
+    assert written > 4 * prof.spec.load.trace.sessions_per_concurrency          # subagent sessions too
+    line = run_cli("render", "tiny-llama-cpu-vllm-c4").stdout.splitlines()[-1]
+    assert line.split("--num-sessions ")[1].split()[0] == str(written)
+
+
+def test_progress_lines_name_the_phase_and_give_it_its_own_clock():
+    """'60 s of ~20 s, 0 requests done' read as a hang: start-up, warm-up, profiling and grace are named, and
+    profiling counts from the end of the warm-up, not from the generator's start."""
+    from servebench.load.progress import Phases
+    p = Phases(duration_s=20, warmup=4)
+    assert p.line(15, 0).startswith("start-up 15 s")
+    assert p.line(30, 2) == "warm-up 0 s, 2 of 4 warm-up requests done"
+    assert p.line(33, 3).startswith("warm-up 3 s")
+    assert p.line(35, 4) == "profiling 0 s of ~20 s, 4 requests done"
+    assert p.line(50, 40) == "profiling 15 s of ~20 s, 40 requests done"
+    assert p.line(60, 70).startswith("grace 5 s past the measured 20 s")
+    assert "unknown" in Phases(20, 1).line(3, None)
+
+
+def test_the_phase_clock_starts_when_the_series_saw_the_warm_up_end_not_at_the_next_line():
+    from servebench.load.progress import Phases
+    p = Phases(duration_s=20, warmup=4)
+    for at, done in ((1, 0), (5, 1), (8, 4), (9, 6)):
+        p.observe(at, done)
+    assert p.line(15, 10) == "profiling 7 s of ~20 s, 10 requests done"

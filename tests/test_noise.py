@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servebench import noise
-from servebench.noise import Noise, Repeat
+from servebench.history import noise
+from servebench.history.noise import Noise, Repeat
 
 
 def test_repeats_group_one_case_and_fingerprint_with_two_or_more_positive_values():

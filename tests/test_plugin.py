@@ -92,7 +92,7 @@ def test_user_fixture(profile):
 def test_site_hooks_adjust_the_allocation_and_add_result_fields(suite, monkeypatch):
     """Both hooks run on a real point (a reused result stands in for AIPerf, the local allocation for Slurm)."""
     import json
-    from servebench.catalog import Catalog
+    from servebench.catalog.loader import Catalog
 
     (suite.path / "conftest.py").write_text(SITE_CONFTEST)
     (suite.path / "benchmarks/test_alloc.py").write_text(textwrap.dedent('''
@@ -109,31 +109,43 @@ def test_site_hooks_adjust_the_allocation_and_add_result_fields(suite, monkeypat
                           "tiny-llama-cpu-vllm-c1 or user_fixture", "--reuse-results",
                           str(prior.parent), "--results-dir", "out")
     res.assert_outcomes(passed=3)
-    stored = json.loads((suite.path / "out/points/tiny-llama-cpu-vllm-c1.json").read_text())
+    stored = json.loads((suite.path / "out/latest/points/tiny-llama-cpu-vllm-c1.json").read_text())
     assert stored["verdict"]["passed"] is True
 
 
-def test_result_fields_reach_a_measured_result():
-    """The hook's fields are stored under result.extra by measure(); a failing implementation is logged and
-    skipped (tested on the function the fixture passes to measure)."""
-    from servebench.fixtures import _site_fields
+def test_site_result_fields_through_real_pluggy(pytester):
+    """A site's pytest_servebench_result_fields implementations, registered in a real conftest: one that declares
+    only ``result`` (pluggy allows a subset of the hook's arguments), one that declares only ``point``, one that
+    raises. Each declared-subset implementation's fields reach the result; the raising one is logged and costs
+    nobody else their fields."""
+    copy_suite(pytester.path)
+    pytester.syspathinsert()
+    pytester.makeconftest("""
+pytest_plugins = ["site_plugin", "broken_plugin"]
 
-    class Impl:
-        def __init__(self, fn, name):
-            self.function, self.plugin_name = fn, name
+def pytest_servebench_result_fields(result):
+    return {"rack": "r7", "gpus_seen": result.throughput.gpus}
+""")
+    (pytester.path / "site_plugin.py").write_text(
+        "def pytest_servebench_result_fields(point):\n    return {'case': point.id}\n")
+    (pytester.path / "broken_plugin.py").write_text(
+        "def pytest_servebench_result_fields(point, result):\n    raise RuntimeError('site bug')\n")
+    pytester.makepyfile(test_fields="""
+import json
+from pathlib import Path
+from servebench.plugin.fixtures import site_fields
+from servebench.plugin.session import of
+from servebench.results.files import read
 
-    class Hook:
-        def get_hookimpls(self):
-            return [Impl(lambda point, result: {"a": 1}, "good"),
-                    Impl(lambda point, result: 1 / 0, "broken"),
-                    Impl(lambda point, result: {"b": point}, "uses-point")]
-
-    class Config:
-        class pluginmanager:
-            class hook:
-                pytest_servebench_result_fields = Hook()
-
-    assert _site_fields(Config, "P")(object()) == {"a": 1, "b": "P"}
+def test_fields(request, caplog):
+    point = of(request.config).point("tiny-llama-cpu-vllm-c1")
+    result = read(Path(%r))
+    extra = site_fields(request.config, point)(result)
+    assert extra == {"rack": "r7", "gpus_seen": 1, "case": "tiny-llama-cpu-vllm-c1"}, extra
+    assert any("broken_plugin failed; its fields are left out" in r.message for r in caplog.records)
+""" % str(REPO / "tests/data/results-local/points/tiny-llama-cpu-vllm-c1.json"))
+    res = pytester.runpytest("--import-mode=importlib", "test_fields.py", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
 
 
 @pytest.mark.install
@@ -149,7 +161,7 @@ def test_installed_package_runs_from_another_repository(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     project = tmp_path / "other-repo"
     (project / "recipes").mkdir(parents=True)
-    for name in ("clusters", "models", "kimi-k3"):
+    for name in ("clusters", "models", "presets", "configs", "kimi-k3"):
         subprocess.run(["cp", "-r", str(REPO / "recipes" / name), str(project / "recipes" / name)], check=True)
     (project / "test_bench.py").write_text("def test_point(sb_point, sb_measured, sb_judge):\n    pass\n")
     res = subprocess.run([str(py), "-m", "pytest", "--collect-only", "-q", "-m", "gb200 and offload",

@@ -5,7 +5,7 @@ import pytest
 
 from servebench.cluster import ClusterError
 from servebench.cluster import slurm
-from servebench.poll import Done, PollTimeout, poll
+from servebench.core.poll import Done, PollTimeout, poll
 
 
 class Clock:

@@ -1,12 +1,13 @@
 """Preflight of the four Kimi K3 GB200 profiles, for real: sbatch + srun steps on scripts/slurm-local's virtual
-nodes shaped like gb200-nv (recipes/clusters/gb200-local.yaml), setup steps, etcd + NATS, the node checks in the
-serving venv that stands in for the image. It must find what cannot exist off-cluster and nothing else."""
+nodes shaped like gb200-nv (recipes/clusters/gb200-local.yaml), etcd + NATS, the node checks after each worker's
+preamble in the worker's step, in the serving venv that stands in for the image. It must find what cannot exist
+off-cluster and nothing else."""
 
 import re
 
 import pytest
 
-from servebench.catalog import Catalog
+from servebench.catalog.loader import Catalog
 from tests.conftest import REPO, by_id, edit, run_cli
 from tests.test_slurm import processes_with, squeue
 
@@ -36,24 +37,39 @@ def kinds(lines: list[str]) -> set[str]:
             if (m := re.match(r"  .*?: (\w+): ", ln))}
 
 
-def test_the_four_gb200_profiles_find_only_what_cannot_exist_off_cluster(slurm, serve_venv, tmp_path):
-    res = run_cli("preflight", "tp", "tep", "dep", "dep_offload", "--on", "gb200-local", "--results-dir", tmp_path)
+def test_the_gb200_profiles_find_only_what_cannot_exist_off_cluster(slurm, serve_venv, tmp_path):
+    """The two ends of the seed's layouts, TP16 (a leader and three headless followers) and DEP16 with the CPU tier
+    (a DP rank group per node), each preflighted on four Slurm nodes: ~35 s apiece on two cores, so TEP16 (tp's
+    layout with expert parallelism) and DEP16 (dep_offload's without the connector) are left to the offline
+    render and rule tests."""
+    res = run_cli("preflight", "tp", "dep_offload", "--on", "gb200-local", "--results-dir", tmp_path)
     assert res.returncode == 1, res.stdout + res.stderr
     found = blocks(res.stdout)
-    assert sorted(found) == [f"kimi-k3-gb200-{n}" for n in ("dep", "dep_offload", "tep", "tp")], res.stdout
+    assert sorted(found) == [f"kimi-k3-gb200-{n}" for n in ("dep_offload", "tp")], res.stdout
     for profile, lines in found.items():
-        assert kinds(lines[1:]) == {"model", "image"}, "\n".join(lines)
+        # the model and the image cannot exist off-cluster; the corpus cannot be staged from here (no Hub access)
+        assert kinds(lines[1:]) == {"model", "image", "corpus"}, "\n".join(lines)
         text = "\n".join(lines)
         assert "n1 (rank 0), n2 (rank 1), n3 (rank 2), n4 (rank 3): model: model directory (--model): " \
                "/mnt/numa1/models/Kimi-K3 does not exist on this node" in text
         assert "the recipe runs in vllm/vllm-openai:kimi-k3" in text and "dynamo 1.6.1 here, the recipe pins 1.3.0" in text
-        assert "setup script not run" in text          # the DSpark view needs the model
-    # nothing left: no job, no etcd/NATS/preflight/setup process (their data and logs are under tmp_path)
+        # the client's environment, checked on the head node in the client's own step: AIPerf imports and parses
+        # the first point's command (no client finding), the corpus is not in the shared cache and says how to stage
+        assert f"n1 (rank 0): corpus: corpus: semianalysis_cc_traces_weka_062126 (semianalysisai/cc-traces-weka-062126) " \
+               f"does not load offline from {tmp_path}/.hf-cache" in text
+        assert f"servebench stage {profile} --cache {tmp_path}/.hf-cache" in text
+        assert "note: n1: tokenizer not run: /mnt/numa1/models/Kimi-K3 does not exist on this node" in text
+        # the DSpark view needs the model: the worker's preamble skipped the setup script, said so, and the check ran
+        assert "note: n1, n2, n3, n4: setup not run: /mnt/numa1/models/Kimi-K3 does not exist on this node" in text
+    # nothing left: no job, no etcd/NATS/preflight process (their data and logs are under tmp_path)
     assert squeue("servebench-preflight-") == []
     assert processes_with(str(tmp_path)) == []
     for profile in found:
         logs = tmp_path / profile / "logs"
-        assert {p.name for p in logs.iterdir()} >= {"etcd.log", "nats.log", "preflight0.log", "setup0.log"}
+        assert {p.name for p in logs.iterdir()} >= {"etcd.log", "nats.log", "preflight0.log", "client-check.log"}
+        # the worker's preamble ran first in the check's step, and said why the setup script did not run
+        assert "servebench: setup not run: /mnt/numa1/models/Kimi-K3 does not exist on this node" in \
+            (logs / "preflight3.log").read_text()
 
 
 @pytest.mark.local
@@ -66,7 +82,7 @@ def test_the_node_check_catches_a_bare_scheduler_class(serve_venv, recipes, tmp_
 
     from servebench.server.placement import placement_for
     from servebench.server.plan import plan
-    from servebench.preflight import requests
+    from servebench.server.preflight import requests
     from servebench.tools import PREFLIGHT
 
     edit(recipes / "kimi-k3/gb200/base.yaml", "scheduler-cls: vllm.v1.core.sched.async_scheduler.AsyncScheduler",
@@ -99,9 +115,9 @@ def test_a_hardware_run_preflights_first_and_starts_no_server(slurm, serve_venv,
     res.assert_outcomes(errors=1)                    # the deployment fixture fails: the case never measures
     res.stdout.fnmatch_lines(["*servers did not come up: kimi-k3-gb200-tp: preflight found * problem(s)*",
                               "*model: model directory (--model): /mnt/numa1/models/Kimi-K3 does not exist*"])
-    manifest = (out / "manifest.json").read_text()
+    manifest = (out / "latest" / "manifest.json").read_text()
     assert '"server_starts": []' in manifest
-    logs = {p.name for p in (out / "kimi-k3-gb200-tp" / "logs").iterdir()}
+    logs = {p.name for p in (out / "latest" / "kimi-k3-gb200-tp" / "logs").iterdir()}
     assert "preflight0.log" in logs and not any(n.startswith(("frontend", "worker")) for n in logs)
     assert squeue("kimi-k3") == [] and squeue("-tp") == []
     assert processes_with(str(out)) == []

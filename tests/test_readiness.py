@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from servebench.server import readiness
-from servebench.server.placement import dry_placement
+from servebench.server.assembly import dry_placement
 from servebench.server.plan import plan
 from tests.conftest import by_id
 

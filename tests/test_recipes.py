@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from servebench.catalog import Catalog
+from servebench.catalog.loader import Catalog
 
 SEED = {
     # name: (concurrency, tp, dp, ep, max-num-seqs, gpu-memory-utilization, load-format)

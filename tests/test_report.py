@@ -13,11 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from servebench import baseline, report, result, results
-from servebench.matrix import Point
-from servebench.server import metrics
-from servebench.verdict import judge
-from tests.conftest import REPO, by_id, copy_suite, run_cli
+from servebench.results import baseline
+from servebench.report import files as report
+from servebench.report import offload
+from servebench.results import files
+from servebench.results import model as result
+from servebench.catalog.points import Point
+from servebench.server import counters as metrics
+from servebench.results.verdict import judge
+from tests.conftest import REPO, by_id, copy_suite, recorded, run_cli
 
 DATA = Path(__file__).parent / "data"
 LOCAL = DATA / "results-local"
@@ -26,10 +30,9 @@ H200 = DATA / "h200"
 
 def h200_result(profile, conc, run="ctx16k/offload-c8", judged=True) -> dict:
     """A result from the H200 recordings, judged by its profile's gates (as the pytest case stores it)."""
-    r = results.build(Point(profile, conc), run_id="h200", artifact_dir=H200 / run, aiperf_exit_code=0,
-                      versions={}, before=metrics.parse((H200 / f"{run}-before.prom").read_text()),
-                      after=metrics.parse((H200 / f"{run}-after.prom").read_text()), idle_wait_s=0.0,
-                      started_at="s", finished_at="f", logs=[])
+    r = recorded(Point(profile, conc), H200 / run, run_id="h200", idle_wait_s=0.0,
+                 before=metrics.parse((H200 / f"{run}-before.prom").read_text()),
+                 after=metrics.parse((H200 / f"{run}-after.prom").read_text()))
     return (r.model_copy(update={"verdict": judge(r, profile)}) if judged else r).dump()
 
 
@@ -62,12 +65,12 @@ def test_offload_ab_at_shared_concurrencies(tmp_path, catalog):
     base = [h200_result(by_id(catalog, "kimi-k3-gb200-dep"), c, "ctx16k/base-c8") for c in (64, 128, 192, 256)]
     off = [h200_result(by_id(catalog, "kimi-k3-gb200-dep_offload"), c) for c in (128, 192, 256, 384)]
     rep = report.write(results_dir(tmp_path, base + off))
-    assert report.offload_pairs(rep.points) == [("kimi-k3-gb200-dep", "kimi-k3-gb200-dep_offload", [128, 192, 256])]
+    assert offload.pairs(rep.points) == [offload.Pair("kimi-k3-gb200-dep", "kimi-k3-gb200-dep_offload", (128, 192, 256))]
     md = (tmp_path / "results/report/report.md").read_text()
     assert "### Offload A/B: `kimi-k3-gb200-dep_offload` vs `kimi-k3-gb200-dep`" in md
     ab = [ln for ln in md.splitlines() if ln.startswith("| 128 |") or ln.startswith("| 192 |") or ln.startswith("| 256 |")]
     assert len(ab) == 3 and "| 384 |" not in md.split("### Offload")[1]
-    assert (tmp_path / "results/report/offload-ab-kimi-k3-gb200-dep_offload.png").is_file()
+    assert (tmp_path / "results/report/offload-ab-kimi-k3-gb200-dep_offload-vs-kimi-k3-gb200-dep.png").is_file()
     assert (tmp_path / "results/report/pareto-kimi-k3-gb200-nv.png").is_file()
 
 
@@ -191,7 +194,7 @@ def test_report_shows_the_stored_verdict_never_a_new_one(tmp_path, catalog):
     """report.md (posted on PRs) says what pytest decided, baseline gate included: a point that passes its
     gates but failed the baseline in the run is reported failed; one never judged says so."""
     p = by_id(catalog, "tiny-llama-cpu-vllm")
-    r = result.read(LOCAL / "points/tiny-llama-cpu-vllm-c4.json")
+    r = files.read(LOCAL / "points/tiny-llama-cpu-vllm-c4.json")
     base = {"points": {r.identity.case_id: {"output_tps_per_gpu": r.throughput.output_tps_per_gpu * 10,
                                             "recipe_fingerprint": r.identity.recipe_fingerprint, "run_id": "b"}}}
     gates_only, with_baseline = judge(r, p), judge(r, p, base, "base.json")
@@ -225,7 +228,7 @@ def test_baseline_gate_fails_a_regression_beyond_the_tolerance(tmp_path, catalog
     slow = copy.deepcopy(r)
     slow["throughput"]["output_tps_per_gpu"] *= (1 - tol) * 0.95
     msgs = [m for m in failures(slow, p, base) if m.startswith("regression")]
-    assert len(msgs) == 1 and f"(1 - {tol:.0%})" in msgs[0]
+    assert len(msgs) == 1 and f"(1 - {tol:.1%})" in msgs[0]
     within = copy.deepcopy(r)
     within["throughput"]["output_tps_per_gpu"] *= (1 - tol) * 1.01
     assert not any(m.startswith("regression") for m in failures(within, p, base))
@@ -257,9 +260,9 @@ def test_reuse_skips_matching_points_and_reruns_the_rest(pytester, catalog):
     res.stdout.fnmatch_lines(["*SKIPPED*tiny-llama-cpu-vllm: the serving venv is missing*"])
     junit = (pytester.path / "junit.xml").read_text()
     assert 'name="reused"' in junit and "measured with another recipe (fingerprint 000000000000" in junit
-    assert json.loads((pytester.path / "out/points/tiny-llama-cpu-vllm-c1.json").read_text())["identity"][
+    assert json.loads((pytester.path / "out/latest/points/tiny-llama-cpu-vllm-c1.json").read_text())["identity"][
         "recipe_fingerprint"] == vllm.fingerprint
-    assert "reused" in (pytester.path / "out/summary.md").read_text()
+    assert "reused" in (pytester.path / "out/latest/summary.md").read_text()
 
 
 # ---- CI workflows ----
@@ -279,7 +282,8 @@ def test_ci_workflow_runs_the_readme_test_command():
 
 
 def test_junit_properties_and_summary_under_xdist(pytester, catalog):
-    """Every case's metrics reach the controller's junit XML and summary table from xdist workers."""
+    """Every case's metrics reach the controller's junit XML and summary table from an xdist worker (one worker is
+    enough to cross the worker -> controller transport; two only cost a third interpreter)."""
     copy_suite(pytester.path)
     prior = pytester.path / "prior" / "points"
     prior.mkdir(parents=True)
@@ -287,7 +291,7 @@ def test_junit_properties_and_summary_under_xdist(pytester, catalog):
         r = json.loads(src.read_text())
         r["identity"]["recipe_fingerprint"] = by_id(catalog, r["identity"]["profile"]).fingerprint
         (prior / src.name).write_text(json.dumps(r))
-    res = pytester.runpytest_subprocess("benchmarks", "-m", "local and not offload and not slurm", "-n", "2", "--dist", "loadgroup",
+    res = pytester.runpytest_subprocess("benchmarks", "-m", "local and not offload and not slurm", "-n", "1", "--dist", "loadgroup",
                                         "--reuse-results", str(prior.parent), "--junitxml", "junit.xml",
                                         "--results-dir", "out")
     res.assert_outcomes(passed=4)
@@ -297,9 +301,9 @@ def test_junit_properties_and_summary_under_xdist(pytester, catalog):
     assert len(props) == 4
     for name, prop in props.items():
         assert float(prop["output_tps_per_gpu"]) > 0 and prop["error_rate"] == "0.0" and prop["reused"], name
-    summary_md = (pytester.path / "out/summary.md").read_text()
+    summary_md = (pytester.path / "out/latest/summary.md").read_text()
     assert summary_md.count("passed (reused)") == 4
-    assert (pytester.path / "out/report/report.md").is_file()
+    assert (pytester.path / "out/latest/report/report.md").is_file()
 
 
 def test_servebench_report_writes_report_html_without_a_history_and_adds_to_none(tmp_path):
@@ -317,3 +321,27 @@ def test_servebench_report_writes_report_html_without_a_history_and_adds_to_none
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.strip().endswith("report.html not written: " + f"{junk}: not a servebench history (file is not a database)")
     assert (d / "report" / "report.md").is_file()
+
+
+def test_the_four_h200_profiles_give_exactly_two_offload_pairs(tmp_path):
+    """vllm, vllm_offload, dynamo and dynamo_offload in one folder (the run of the issue, where each offload arm was
+    paired with both base arms and one plot overwrote the other): the real H200 points of the first three, and a
+    dynamo_offload arm at c8 (the vllm_offload-c8 point served as Dynamo 1.4.0 would report it; no real one is
+    recorded). Each offload arm pairs with the base arm of its own frontend only, one plot per pair named after both."""
+    d = tmp_path / "results"
+    shutil.copytree(REPO / "tests/data/h200-gpu-run/points", d / "points")
+    arm = json.loads((d / "points/llama-770m-h200-vllm_offload-c8.json").read_text())
+    arm["identity"].update(profile="llama-770m-h200-dynamo_offload", case_id="llama-770m-h200-dynamo_offload-c8",
+                           versions={**arm["identity"]["versions"], "dynamo": "1.4.0"})
+    (d / "points/llama-770m-h200-dynamo_offload-c8.json").write_text(json.dumps(arm))
+    rep = report.write(d)
+    assert offload.pairs(rep.points) == [
+        offload.Pair("llama-770m-h200-dynamo", "llama-770m-h200-dynamo_offload", (8,)),
+        offload.Pair("llama-770m-h200-vllm", "llama-770m-h200-vllm_offload", (8, 32))]
+    plots = sorted(p.name for p in (d / "report").glob("offload-ab-*.png"))
+    assert plots == ["offload-ab-llama-770m-h200-dynamo_offload-vs-llama-770m-h200-dynamo.png",
+                     "offload-ab-llama-770m-h200-vllm_offload-vs-llama-770m-h200-vllm.png"]
+    md = (d / "report/report.md").read_text()
+    assert md.count("### Offload A/B: ") == 2
+    assert "`llama-770m-h200-dynamo_offload` vs `llama-770m-h200-dynamo`" in md
+    assert "`llama-770m-h200-vllm_offload` vs `llama-770m-h200-vllm`" in md

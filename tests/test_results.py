@@ -6,12 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from servebench import result, results, summary
-from servebench.catalog import Catalog
-from servebench.matrix import Point
-from servebench.server import metrics
-from servebench.verdict import judge
-from tests.conftest import by_id, edit
+from servebench.results import files, schema
+from servebench.results import model as result
+from servebench.report import summary
+from servebench.catalog.loader import Catalog
+from servebench.catalog.points import Point
+from servebench.server import counters as metrics
+from servebench.results.verdict import judge
+from tests.conftest import by_id, edit, recorded
 
 H200 = Path(__file__).parent / "data" / "h200"
 
@@ -19,10 +21,7 @@ H200 = Path(__file__).parent / "data" / "h200"
 def typed(profile, run="ctx16k/offload-c8", conc=8):
     before = metrics.parse((H200 / f"{run}-before.prom").read_text())
     after = metrics.parse((H200 / f"{run}-after.prom").read_text())
-    return results.build(Point(profile, conc), run_id="r1", artifact_dir=H200 / run, aiperf_exit_code=0,
-                         versions={"vllm": "0.26.0"}, before=before, after=after, idle_wait_s=3.0,
-                         started_at="2026-11-29T19:27:00+00:00", finished_at="2026-11-29T19:29:00+00:00",
-                         logs=["server.log"])
+    return recorded(Point(profile, conc), H200 / run, versions={"vllm": "0.26.0"}, before=before, after=after)
 
 
 def build(profile, run="ctx16k/offload-c8", conc=8) -> dict:
@@ -96,13 +95,13 @@ def test_no_summary_when_every_request_failed(catalog, tmp_path):
            "error": {"type": "ClientConnectorError", "message": "Cannot connect"}}
     (art / "profile_export.jsonl").write_text((json.dumps(err) + "\n") * 5)
     p = by_id(catalog, "kimi-k3-gb200-tp")
-    r = results.build(Point(p, 1), run_id="r", artifact_dir=art, aiperf_exit_code=1, versions={}, before=None,
-                      after=None, idle_wait_s=None, started_at="a", finished_at="b", logs=[])
+    r = recorded(Point(p, 1), art, exit_code=1, idle_wait_s=None)
     assert result.problems(r.dump()) == []
     assert r.requests.model_dump() == {"completed": 5.0, "successful": 0.0, "errors": 5.0, "error_rate": 1.0,
                              "errors_by_cause": {"transport": 5}, "warmup_dropped": 0}
     msgs = failures(r, p)
-    assert "0 successful requests of 5 completed and wrote no summary (exit code 1" in msgs[0]
+    assert "0 successful requests of 5 completed and aiperf wrote no summary (exit code 1" in msgs[0]
+    assert r.run.problems == ["aiperf wrote no summary: requests counted from its per-request records"]
 
 
 SUITE_RUN = Path(__file__).parent / "data" / "h200-suite-run"     # ../shared/reference/data/h200-suite-run, c8
@@ -112,9 +111,7 @@ SUITE_RUN = Path(__file__).parent / "data" / "h200-suite-run"     # ../shared/re
 def test_think_time_bounds_effective_concurrency_as_the_trace_predicts(catalog, artifacts):
     """On the H200 recordings AIPerf sent every request within ~5 ms of its credit, and e2e / (e2e + think) of the
     replayed sessions predicts the measured effective concurrency (0.76 of 8 on the suite run) within 6%."""
-    r = results.build(
-        Point(by_id(catalog, "kimi-k3-gb200-dep"), 8), run_id="r", artifact_dir=artifacts, aiperf_exit_code=0,
-        versions={}, before=None, after=None, idle_wait_s=0, started_at="a", finished_at="b", logs=[])
+    r = recorded(Point(by_id(catalog, "kimi-k3-gb200-dep"), 8), artifacts, idle_wait_s=0)
     c = r.concurrency
     assert c.effective_avg / 8 < 0.9                                  # the old gate failed these points
     assert c.trace_allowed == pytest.approx(c.effective_avg, rel=0.06)
@@ -143,7 +140,7 @@ def test_without_issue_latency_effective_concurrency_is_judged_against_what_the_
     r["concurrency"]["issue_latency_ms"] = None
     assert not [m for m in failures(r, by_id(catalog, "kimi-k3-gb200-dep")) if "client-bound" in m]   # 6.65 of 6.7
     r["concurrency"]["ratio_of_allowed"] = 0.5
-    assert any("50.0% of what the trace allows < 90%" in m for m in failures(r, by_id(catalog, "kimi-k3-gb200-dep")))
+    assert any("50.0% of what the trace allows < 90.0%" in m for m in failures(r, by_id(catalog, "kimi-k3-gb200-dep")))
 
 
 def test_throughput_floor(catalog, recipes):
@@ -157,11 +154,11 @@ def test_throughput_floor(catalog, recipes):
 def test_write_is_atomic_and_refuses_nan(catalog, tmp_path):
     target = tmp_path / "r.json"
     good = typed(by_id(catalog, "kimi-k3-gb200-dep"))
-    result.write(target, good)
+    files.write(target, good)
     bad = good.model_copy(update={"output_token_ratio": float("nan")})
     with pytest.raises(ValueError):
-        result.write(target, bad)                      # NaN is not JSON: the old file stays
-    assert result.read(target) == good and list(tmp_path.iterdir()) == [target]
+        files.write(target, bad)                      # NaN is not JSON: the old file stays
+    assert files.read(target) == good and list(tmp_path.iterdir()) == [target]
 
 
 def test_junit_properties_carry_the_key_metrics(catalog):
@@ -191,23 +188,38 @@ def test_prompt_token_shares_use_the_per_request_source_counter(catalog):
 
 
 def test_checked_in_schema_is_generated_from_the_model():
-    assert result.checked_in_schema() == result.schema_text(), "run `servebench schema --write`"
+    assert schema.checked_in() == schema.text(), "run `servebench schema --write`"
 
 
 def test_schema_file_accepts_a_real_result_and_rejects_a_broken_one(catalog, tmp_path):
     good = tmp_path / "good.json"
-    result.write(good, typed(by_id(catalog, "kimi-k3-gb200-dep")))
-    assert result.file_problems(good) == []
+    files.write(good, typed(by_id(catalog, "kimi-k3-gb200-dep")))
+    assert schema.file_problems(good) == []
     data = json.loads(good.read_text())
     data["throughput"]["gpus"] = "sixteen"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
-    assert any(p.startswith("throughput/gpus") for p in result.file_problems(bad))
+    assert any(p.startswith("throughput/gpus") for p in schema.file_problems(bad))
 
 
 def test_version_1_results_still_read(repo):
     """Results written before the verdict existed (schema version 1) stay readable: nothing measured is lost."""
     old = repo / "tests/data/results-local/points/tiny-llama-cpu-vllm-c1.json"
     assert json.loads(old.read_text())["schema_version"] == 1
-    r = result.read(old)
-    assert r.schema_version == 2 and r.verdict is None and r.throughput.output_tps > 0
+    r = files.read(old)
+    assert r.schema_version == 4 and r.verdict is None and r.throughput.output_tps > 0
+    assert r.machine is None and r.telemetry is None                 # version 3 had neither
+    assert (r.run.generator, r.run.exit_code) == ("aiperf", 0)       # version 2's aiperf_exit_code, upgraded
+
+
+def test_a_passed_check_says_what_passed(catalog):
+    """A stored verdict's passed checks read as what passed, not as the wording of their failure."""
+    from servebench.results.verdict import judge
+    r = typed(by_id(catalog, "kimi-k3-gb200-dep"))
+    checks = {c.name: c for c in judge(r, by_id(catalog, "kimi-k3-gb200-dep")).checks}
+    assert checks["successful"].ok and checks["successful"].message.endswith("successful requests of "
+                                                                              f"{r.requests.completed:,.0f} completed")
+    assert not checks["successful"].message.startswith("0 successful")
+    assert checks["error_rate"].ok and " within the gate " in checks["error_rate"].message
+    assert checks["schema"].message == "the result file matches schemas/result.schema.json"
+    assert all("exceeds" not in c.message and "below" not in c.message for c in checks.values() if c.ok)

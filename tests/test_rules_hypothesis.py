@@ -10,11 +10,11 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from servebench import yamlio
-from servebench.errors import ConfigError
-from servebench.spec.sweep import ClusterSpec
-from servebench.catalog import build_profile
-from servebench.layering import resolve_layers
+from servebench.core import yamlio
+from servebench.core.errors import ConfigError
+from servebench.recipe.schema.cluster import ClusterSpec
+from servebench.catalog.loader import build_profile
+from servebench.recipe.layering import resolve_layers
 
 PROFILE = Path("mem/p.yaml")
 BASE = Path("mem/base.yaml")

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from servebench import flag_tables
-from servebench.catalog import Catalog
-from servebench.flag_rules import entrypoint_flags
-from servebench.rules import offload_dram_budget
-from servebench.server import metrics
-from servebench.server.placement import DETECT_INTERFACES, dry_placement, placement_for
+from servebench.catalog import parser_tables as flag_tables
+from servebench.catalog.loader import Catalog
+from servebench.catalog.flag_rules import entrypoint_flags
+from servebench.catalog.rules import offload_dram_budget
+from servebench.server import counters as metrics
+from servebench.server.assembly import dry_placement
+from servebench.server.placement import DETECT_INTERFACES, placement_for
 from servebench.server.plan import cli_args, plan
 from tests.conftest import by_id, copy_suite, edit
 
@@ -39,7 +40,7 @@ def test_tp16_one_process_per_node_three_headless_followers(catalog, name):
         assert ("--headless" in argv) is (w.rank > 0)
     assert len(sp.engines) == 1 and sp.metrics_urls == ["http://node0:18081/metrics"]
     assert sp.expected_instances == 1
-    assert [p.name for p in sp.processes if p.role != "setup"][:3] == ["etcd", "nats", "frontend"]
+    assert [p.name for p in sp.processes][:3] == ["etcd", "nats", "frontend"]
 
 
 @pytest.mark.parametrize("name", ["kimi-k3-gb200-dep", "kimi-k3-gb200-dep_offload"])
@@ -56,7 +57,7 @@ def test_dep16_four_engines_four_metrics_urls(catalog, name):
         assert argv[argv.index("--data-parallel-rpc-port") + 1] == "13345"
         assert "--data-parallel-hybrid-lb" in argv and "--headless" not in argv
         assert argv[argv.index("--data-parallel-size") + 1] == "4" and "--enable-expert-parallel" in argv
-        assert w.env["DYN_SYSTEM_PORT"] == str(18081 + w.rank)
+        assert w.env["DYN_SYSTEM_PORT"] == "18081"          # one per node, each on its own host (per-host ports)
     assert [e.dp_rank for e in sp.engines] == [0, 1, 2, 3]
     assert len(sp.metrics_urls) == 4 and sp.expected_instances == 4
     offload = [json.loads(w.argv[w.argv.index("--kv-transfer-config") + 1]) for w in ws
@@ -78,7 +79,34 @@ def test_frontend_on_head_with_router_args_and_no_backend_env(catalog):
     assert "--router-kv-events" in fe.argv
     assert "NCCL_IB_HCA" not in fe.env and fe.env["ETCD_ENDPOINTS"] == "http://node0:2379"
     kv = [json.loads(w.argv[w.argv.index("--kv-events-config") + 1]) for w in workers(sp)]
-    assert [k["endpoint"] for k in kv] == [f"tcp://*:{20080 + r}" for r in range(4)]   # wildcard binds
+    # wildcard binds; vLLM adds the engine's global DP rank to the port, so each node's publisher is on 20080
+    assert [k["endpoint"] for k in kv] == [f"tcp://*:{20080 - r}" for r in range(4)]
+
+
+def test_processes_sharing_a_host_never_share_a_port(catalog):
+    """Every port of every process, as it will bind it (a KV-events endpoint + its engines' DP ranks), is unique per
+    host: for two workers on one node as for every node of a host that stands in for several."""
+    from servebench.recipe.profile import Profile
+    from servebench.recipe.schema.srt import SrtRecipe
+    dp2 = by_id(catalog, "moe-mini-h200-dp2_hybrid")        # one host, two DP ranks behind Dynamo
+    tp = by_id(catalog, "kimi-k3-gb200-tp")
+    data = tp.recipe.model_dump()
+    data["resources"].update(gpus_per_node=8, agg_nodes=2, agg_workers=8, gpus_per_agg=2)
+    data["backend"]["vllm_config"]["aggregated"]["tensor-parallel-size"] = 2
+    packed = Profile(tp.file, tp.spec, SrtRecipe.model_validate(data), tp.cluster.model_copy(update={"gpus_per_node": 8}),
+                     tp.layers, tp.model)                   # four workers on each of two nodes
+    for prof in (dp2, packed, by_id(catalog, "kimi-k3-gb200-dep")):
+        sp = plan(prof, dry_placement(prof))
+        where = dry_placement(prof)
+        bound = []
+        for w, role in zip(workers(sp), prof.topology.roles):
+            host = where.addresses[w.rank]
+            if "DYN_SYSTEM_PORT" in w.env:
+                bound.append((host, int(w.env["DYN_SYSTEM_PORT"])))
+            if "--kv-events-config" in w.argv:
+                base = int(json.loads(w.argv[w.argv.index("--kv-events-config") + 1])["endpoint"].rsplit(":", 1)[1])
+                bound += [(host, base + dp) for dp in role.dp_ranks]
+        assert len(bound) == len(set(bound)) and bound, (prof.id, bound)
 
 
 def test_interfaces_detected_on_the_node_unless_the_cluster_names_them(catalog):
@@ -143,7 +171,7 @@ def test_vllm_serve_flag_on_dynamo_worker_is_rejected_at_collection(pytester, re
 ])
 def test_bad_worker_flags_name_flag_and_entrypoint(recipes, flag, why):
     edit(recipes / "kimi-k3/gb200/tep.yaml", "        max-num-seqs: 32\n", f"        max-num-seqs: 32\n        {flag}\n")
-    from servebench.errors import ConfigError
+    from servebench.core.errors import ConfigError
     with pytest.raises(ConfigError) as err:
         Catalog.load(recipes)
     assert why in str(err.value) and "tep.yaml" in str(err.value)
@@ -171,7 +199,7 @@ def test_local_offload_arm_renders_the_connector(catalog):
 
 def test_offload_pool_above_the_dram_budget_is_caught(recipes):
     edit(recipes / "local/dynamo_offload.yaml", '"cpu_bytes_to_use":1073741824', '"cpu_bytes_to_use":21474836480')
-    from servebench.errors import ConfigError
+    from servebench.core.errors import ConfigError
     with pytest.raises(ConfigError, match="DRAM"):
         Catalog.load(recipes)
 
@@ -230,3 +258,32 @@ def test_per_rank_dp_launch_and_per_node_environment(catalog, recipes):
     local = by_id(catalog, "tiny-llama-cpu-vllm")
     (w,) = plan(local, dry_placement(local)).processes
     assert w.env["VLLM_CPU_OMP_THREADS_BIND"] == "0"            # cluster runtime.node_environment[0]
+
+
+def test_a_port_taken_by_one_kind_is_never_given_to_another():
+    """etcd's client range starts at 2379 and its peer range at 2380: with 2379 in use here, the client port moved to
+    2380 and the peer port was 2380 too (etcd then failed: address already in use). A listener here is skipped, a
+    port given to any kind is not given again, and a TIME_WAIT left by a check's connection is no listener."""
+    import socket
+
+    from servebench.server.ports import PortAllocator, port_free
+    base = next(p for p in range(41000, 42000, 10) if all(port_free(q) for q in range(p, p + 4)))
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", base))
+        held.listen()
+        ports = PortAllocator(probe=True, bases={"etcd": base, "etcd_peer": base + 1})
+        client, peer = ports.take("etcd", "n1"), ports.take("etcd_peer", "n1")
+        assert (client, peer) == (base + 1, base + 2)
+        # the same rule without probing: two kinds whose ranges meet on one node never share a port
+        off = PortAllocator(bases={"etcd": 7000, "etcd_peer": 7000})
+        assert len({off.take("etcd", "a"), off.take("etcd_peer", "a")}) == 2
+    # a connection closed by the server leaves TIME_WAIT on the server's port; the port is still free to bind
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", base + 3))
+        server.listen()
+        client_sock = socket.create_connection(("127.0.0.1", base + 3))
+        conn, _ = server.accept()
+        conn.close()
+        client_sock.close()
+    assert port_free(base + 3)

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from servebench.cluster import AllocationRequest, ClusterError, ProcessDied
+from servebench.core.results_folder import ResultsFolder
+from tests.conftest import before_short_summary, edit, run_cli
 
 pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parent.parent
@@ -78,7 +80,7 @@ def free_port_base(n=4) -> int:
 def test_four_nodes_one_process_each_on_distinct_ports(slurm, tmp_path):
     token = f"sbtest-{uuid.uuid4().hex[:8]}"
     req = AllocationRequest(name=token, nodes=4, gpus_per_node=4, partition="debug", workdir=tmp_path)
-    alloc = slurm.allocate(req, timeout=60)
+    alloc = slurm.allocate(req, timeout=300)     # other tests may hold the nodes (-n 2)
     base = free_port_base()
     try:
         assert alloc.nodes == ["n1", "n2", "n3", "n4"]
@@ -106,7 +108,7 @@ def test_four_nodes_one_process_each_on_distinct_ports(slurm, tmp_path):
 
 def test_killed_node_process_is_reported_with_its_log_tail(slurm, tmp_path):
     token = f"sbtest-{uuid.uuid4().hex[:8]}"
-    alloc = slurm.allocate(AllocationRequest(name=token, nodes=4, gpus_per_node=4, workdir=tmp_path), timeout=60)
+    alloc = slurm.allocate(AllocationRequest(name=token, nodes=4, gpus_per_node=4, workdir=tmp_path), timeout=300)
     try:
         code = "import os, time; print('worker up on', os.environ['SLURMD_NODENAME'], flush=True); time.sleep(600)"
         for r in range(4):
@@ -164,7 +166,7 @@ def test_one_allocation_per_profile(slurm_suite, tmp_path):
     results = tmp_path / "results"
     res = slurm_suite.runpytest_subprocess("benchmarks", "-q", "--results-dir", str(results))
     res.assert_outcomes(passed=6)
-    manifest = json.loads((results / "manifest.json").read_text())
+    manifest = json.loads((results / "latest" / "manifest.json").read_text())
     allocs = manifest["allocations"]
     assert [a["profile"] for a in allocs] == ["tiny-cpu-alpha", "tiny-cpu-beta"]
     assert all(a["released_at"] for a in allocs)
@@ -211,7 +213,7 @@ def test_signal_leaves_nothing_behind(slurm_suite, tmp_path, sig):
     job = None
     try:
         wait_for(lambda: len(hold_programs(token)) >= 4, 180, "the held programs on all four nodes")
-        part = next(results.glob("manifest.*.json"))
+        part = next(results.glob("runs/*/manifest.*.json"))
         job = json.loads(part.read_text())["allocations"][0]["job_id"]
         proc.send_signal(sig)
         out = proc.communicate(timeout=180)[0].decode()
@@ -224,8 +226,50 @@ def test_signal_leaves_nothing_behind(slurm_suite, tmp_path, sig):
     q = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout.strip()
     assert q == "", f"job {job} still {q}"
     wait_for(lambda: not processes_with(token), 15, "processes to exit")
-    manifest = json.loads((results / "manifest.json").read_text())
+    manifest = json.loads((results / "latest" / "manifest.json").read_text())
     assert manifest["allocations"][0]["released_at"]
+
+
+def test_a_sigkilled_session_gives_its_nodes_back_within_the_orphan_bound(slurm_suite, tmp_path):
+    """SIGKILL of pytest mid-profile (an OOM kill, a lost CI runner, a dropped login shell): nothing in the session
+    runs to release the job, so the holder notices the heartbeat has stopped and ends the job by itself, with every
+    step on every node, within slurm.orphan_after_s (+ one check + KillWait); `servebench jobs` lists the
+    allocation the dead session left and, once the job has ended, says it is gone."""
+    wait_for(nodes_idle, 60, "idle nodes")
+    token = f"sbtest-{uuid.uuid4().hex[:8]}"
+    (slurm_suite.path / "benchmarks/test_hold.py").write_text(HOLD.replace("TOKEN", token))
+    edit(slurm_suite.path / "recipes/clusters/slurm-local.yaml", "  partition: debug",
+         "  partition: debug\n  orphan_after_s: 20")
+    results = tmp_path / "results"
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "benchmarks", "-q", "-p", "no:cacheprovider", "-k",
+                             "alpha-c1", "--results-dir", str(results)], cwd=slurm_suite.path,
+                            env={**os.environ, "HOLD_SECONDS": "300"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    job = None
+    try:
+        wait_for(lambda: len(hold_programs(token)) >= 4, 180, "the held programs on all four nodes")
+        part = next(results.glob("runs/*/manifest.*.json"))
+        job = json.loads(part.read_text())["allocations"][0]["job_id"]
+        listed = run_cli("jobs", "--results-dir", results)
+        assert listed.returncode == 0 and job in listed.stdout and "RUNNING" in listed.stdout, listed.stdout
+        proc.kill()
+        proc.wait(timeout=30)
+        killed = time.monotonic()
+        def ended():
+            return subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True).stdout.strip() == ""
+        wait_for(ended, 20 + 4 + 5 + 20, "the orphaned job to end itself")
+        wait_for(lambda: not processes_with(token), 20, "every step's processes to exit")
+        took = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if job:
+            subprocess.run(["scancel", job], capture_output=True)
+    assert took >= 15, f"the job ended {took:.0f} s after the kill: before its bound, not by the heartbeat?"
+    log = next(results.glob("runs/*/tiny-cpu-alpha/*.sbatch.log")).read_text()
+    assert "no heartbeat from the session" in log, log
+    after = run_cli("jobs", "--results-dir", results)
+    assert after.returncode == 0 and job in after.stdout and "ended" in after.stdout, after.stdout
 
 
 def test_xdist_loadgroup_gives_each_profile_its_own_worker_and_allocation(slurm_suite, tmp_path):
@@ -235,10 +279,10 @@ def test_xdist_loadgroup_gives_each_profile_its_own_worker_and_allocation(slurm_
     res = slurm_suite.runpytest_subprocess("benchmarks", "-q", "-n", "2", "--dist", "loadgroup",
                                            "--results-dir", str(results))
     res.assert_outcomes(passed=6)
-    allocs = json.loads((results / "manifest.json").read_text())["allocations"]
+    allocs = json.loads((results / "latest" / "manifest.json").read_text())["allocations"]
     assert sorted(a["profile"] for a in allocs) == ["tiny-cpu-alpha", "tiny-cpu-beta"]
     assert len({a["job_id"] for a in allocs}) == 2 and all(a["released_at"] for a in allocs)
-    assert not list(results.glob("manifest.*.json")), "worker parts are merged away"
+    assert not list((results / "latest").glob("manifest.*.json")), "worker parts are merged away"
     assert squeue(token) == [] and not processes_with(token)
 
 
@@ -270,11 +314,11 @@ def test_node_process_killed_mid_case_fails_the_case_naming_the_node(slurm_suite
     results = tmp_path / "results"
     res = slurm_suite.runpytest_subprocess("benchmarks", "-k", "alpha-c1", "--results-dir", str(results))
     res.assert_outcomes(failed=1)
-    res.stdout.fnmatch_lines(["*ProcessDied: worker on node n2 (rank 1) exited*", "*serving on n2*",
-                              "*worker on node n2 exited*tail of*"])
-    alloc = json.loads((results / "manifest.json").read_text())["allocations"][0]
+    res.stdout.fnmatch_lines(["*ProcessDied: worker on node n2 (rank 1) exited with code 137 (signal 9: SIGKILL)*", "*serving on n2*"])
+    assert before_short_summary(res.stdout.str()).count("serving on n2") == 1      # its log tail once, not again in a report section
+    alloc = json.loads((results / "latest" / "manifest.json").read_text())["allocations"][0]
     assert alloc["released_at"]
-    kept = results / "tiny-cpu-alpha" / "tiny-cpu-alpha-c1" / "server-logs"    # collected before release
+    kept = results / "latest" / "tiny-cpu-alpha" / "tiny-cpu-alpha-c1" / "server-logs"    # collected before release
     assert sorted(p.name for p in kept.iterdir()) == [f"worker-node{r}.log" for r in range(4)]
     assert "serving on n2" in (kept / "worker-node1.log").read_text()
     q = subprocess.run(["squeue", "-h", "-j", alloc["job_id"]], capture_output=True, text=True).stdout.strip()
@@ -286,7 +330,7 @@ def test_recipe_values_stay_literal_in_the_job_script(slurm, tmp_path):
     token = f"sbtest-{uuid.uuid4().hex[:8]}"
     nasty = "x; rm -rf ~ $(touch /tmp/pwned-" + token + ") 'q\" `id`"
     req = AllocationRequest(name=token, nodes=1, workdir=tmp_path, directives={"comment": nasty})
-    alloc = slurm.allocate(req, timeout=60)
+    alloc = slurm.allocate(req, timeout=300)     # other tests may hold the nodes (-n 2)
     try:
         shown = subprocess.run(["scontrol", "show", "job", alloc.job_id], capture_output=True, text=True).stdout
         assert f"Comment={nasty}" in shown
@@ -311,7 +355,7 @@ def test_pytest_timeout_leaves_nothing_behind(slurm_suite, tmp_path, monkeypatch
                                            "--timeout-method", "signal", "--results-dir", str(results))
     res.assert_outcomes(failed=1)
     res.stdout.fnmatch_lines(["*Timeout*"])
-    alloc = json.loads((results / "manifest.json").read_text())["allocations"][0]
+    alloc = json.loads((results / "latest" / "manifest.json").read_text())["allocations"][0]
     assert alloc["released_at"]
     assert subprocess.run(["squeue", "-h", "-j", alloc["job_id"]], capture_output=True, text=True).stdout.strip() == ""
     wait_for(lambda: not processes_with(token), 15, "processes to exit")
@@ -320,7 +364,8 @@ def test_pytest_timeout_leaves_nothing_behind(slurm_suite, tmp_path, monkeypatch
 def test_dynamo_with_etcd_nats_and_the_kv_router_over_two_slurm_nodes(slurm, pytester, tmp_path):
     """The embedded default's dynamo_slurm profile for real: sbatch, etcd + NATS (Debian's) started as steps on
     the head node, the frontend with the KV router, two independent workers on two virtual nodes, one AIPerf
-    point; afterwards no job and no process of it is left."""
+    point run as an srun step on the head node (as the seed runs its client) whose files are back on this side;
+    afterwards no job and no process of it is left."""
     from tests.conftest import copy_suite
 
     if not (REPO / ".venvs/serve/bin/python").exists() or not (REPO / ".venvs/aiperf/bin/aiperf").exists():
@@ -331,15 +376,78 @@ def test_dynamo_with_etcd_nats_and_the_kv_router_over_two_slurm_nodes(slurm, pyt
     out = tmp_path / "results"
     res = pytester.runpytest_subprocess("benchmarks", "-k", "dynamo_slurm", "--results-dir", str(out))
     res.assert_outcomes(passed=1)
-    logs = out / "tiny-llama-cpu-dynamo_slurm" / "logs"
+    logs = out / "latest" / "tiny-llama-cpu-dynamo_slurm" / "logs"
     assert "Initializing KV store discovery backend: Etcd(http://127.0.0.1:" in (logs / "frontend.log").read_text()
-    deployment = json.loads((out / "tiny-llama-cpu-dynamo_slurm" / "deployment.json").read_text())
+    deployment = json.loads((out / "latest" / "tiny-llama-cpu-dynamo_slurm" / "deployment.json").read_text())
     assert len(deployment["engines"]) == 2 and {e["rank"] for e in deployment["engines"]} == {0, 1}
-    point = json.loads((out / "points" / "tiny-llama-cpu-dynamo_slurm-c4.json").read_text())
+    point = json.loads((out / "latest" / "points" / "tiny-llama-cpu-dynamo_slurm-c4.json").read_text())
     assert point["verdict"]["passed"] and point["requests"]["successful"] > 0 and point["throughput"]["gpus"] == 2
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = json.loads((out / "latest" / "manifest.json").read_text())
     (alloc,) = manifest["allocations"]
-    assert [p["name"] for p in alloc["processes"]] == ["etcd", "nats", "frontend", "worker0", "worker1"]
+    # the virtual nodes share this host: one machine record (a one-shot step before the servers), then the servers
+    assert [p["name"] for p in alloc["processes"]] == ["etcd", "nats", "machine0", "frontend", "worker0", "worker1",
+                                                      "client"]
+    assert alloc["processes"][2]["role"] == "preflight"
+    client = alloc["processes"][-1]
+    assert client["role"] == "client" and client["node"] == alloc["nodes"][0] and client["rank"] == 0
+    case = ResultsFolder.at(out).case("tiny-llama-cpu-dynamo_slurm", "tiny-llama-cpu-dynamo_slurm-c4")
+    assert "servebench: tokenizer: " in case.load_log("aiperf").read_text()   # the tokenizer copy, in the client's step
+    assert (case.load_dir("aiperf") / "profile_export_aiperf.json").is_file()  # written on the node, read here
     assert squeue(alloc["name"]) == []
     assert processes_with(alloc["name"]) == []          # every step's tasks carry SLURM_JOB_NAME
     assert processes_with(str(out)) == []               # etcd/NATS data dirs, worker logs
+
+
+LOSE_NODE = '''
+import os, signal, sys, time
+def test_point(sb_allocation, sb_point, tmp_path):
+    allocation = sb_allocation
+    procs = [allocation.launch(r, "worker", [sys.executable, "-c",
+             "import time; print('serving', flush=True); time.sleep(600)", "TOKEN-" + str(r)], {},
+             tmp_path / f"w{r}.log") for r in range(4)]
+    while not all("serving" in p.log.read_text() for p in procs):
+        time.sleep(0.2)
+    os.kill(int(open("/var/lib/servebench-slurm/run/slurmd.n2.pid").read()), signal.SIGKILL)   # node n2's daemon
+    time.sleep(2)
+    allocation.check()
+'''
+
+
+def test_a_lost_node_daemon_fails_cleanly_with_one_verdict_and_the_stuck_job_reported(slurm_suite, tmp_path):
+    """slurmd of an allocated node dies (a node lost to its controller): the case ends without a traceback, every
+    output agrees on the point's verdict, the processes on the other nodes are stopped, and a job that cannot end
+    is reported with what to do. The node's daemon is started again afterwards."""
+    wait_for(nodes_idle, 60, "idle nodes")
+    token = f"sbtest-{uuid.uuid4().hex[:8]}"
+    (slurm_suite.path / "benchmarks/test_lose.py").write_text(LOSE_NODE.replace("TOKEN", token))
+    edit(slurm_suite.path / "recipes/tiny/alpha.yaml", "stop_grace_s: 15", "stop_grace_s: 3")   # n2's step: no answer
+    results = tmp_path / "results"
+    try:
+        res = slurm_suite.runpytest_subprocess("benchmarks", "-k", "alpha-c1", "--results-dir", str(results))
+        text = res.stdout.str()
+        outcome = res.parseoutcomes()
+        assert "Traceback" not in text and "INTERNALERROR" not in text, text
+        for r in (0, 2, 3):          # n1, n3, n4: stopped at release
+            wait_for(lambda: not processes_with(f"{token}-{r}"), 60, f"rank {r}'s process to stop")
+        manifest = json.loads((results / "latest" / "manifest.json").read_text())
+        (alloc,) = manifest["allocations"]
+        summary = (results / "latest" / "summary.md").read_text()
+        verdict = "passed" if outcome.get("passed") else "failed"
+        assert f"| tiny-cpu-alpha-c1 | {verdict} |" in summary and f"tiny-cpu-alpha-c1 {verdict}" in \
+            " ".join(text.split()), (verdict, summary)            # the terminal and summary.md agree
+        assert "does not answer its controller" in alloc["release_error"], alloc     # the stuck job, with what to do
+        lines = [ln for ln in text.splitlines() if "not released: job " + alloc["job_id"] in ln]
+        assert len(lines) == 1 and "scancel" in lines[0], text
+    finally:
+        subprocess.run([str(REPO / "scripts/slurm-local"), "start"], capture_output=True, timeout=300)
+        wait_for(nodes_idle, 120, "the nodes back")
+        subprocess.run(["pkill", "-f", token], capture_output=True)
+
+
+def test_the_local_slurm_daemons_listen_on_loopback_only(slurm):
+    """scripts/slurm-local's controller and node daemons bind 127.0.0.1 (CommunicationParameters NoInAddrAny,
+    NoCtldInAddrAny): a test machine does not offer a Slurm controller, with a shared munge key, to its network."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    mine = [ln for ln in out.splitlines() if '"slurmctld"' in ln or '"slurmd"' in ln]
+    assert len(mine) >= 5, out                      # slurmctld and four slurmd
+    assert all(ln.split()[3].startswith("127.0.0.1:") for ln in mine), mine

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from servebench.catalog import Catalog
-from servebench.errors import ConfigError
+from servebench.catalog.loader import Catalog
+from servebench.core.errors import ConfigError
 from tests.conftest import REPO
 
 SRT = Path(__file__).parent / "data" / "srt-slurm-v1.0.68"
@@ -32,6 +32,7 @@ profile:
   cluster: {cluster}
   concurrency: [{conc}]
   layout: {{tp: {tp}}}
+  load: {{duration_s: 600, warmup_grace_s: 60}}     # a point fits the recipes' own job limits (30 min and up)
 """
 RUNNABLE = {   # recipe -> (profile name, cluster, concurrency, tp)
     "vllm__nemotron-super-120b__b200-fp4__1k1k__agg-tp1.yaml": ("nemotron", "b200-8", 64, 1),

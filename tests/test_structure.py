@@ -1,5 +1,6 @@
-"""The package's shape: no import circle (function-local imports included), small modules, one polling loop,
-logging instead of prints, and the layer order of the README's "Layout of the code"."""
+"""The package's shape: the tree is the pipeline. Every module sits in one layer folder, imports only from its own
+layer or the layers before it (function-local imports included), no import circle, small modules, one polling
+loop, logging instead of prints (README: Layout of the code)."""
 
 import ast
 from pathlib import Path
@@ -8,6 +9,11 @@ import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "servebench"
 MAX_LINES = 350
+# The pipeline, first to last (README: Layout of the code). tools/ holds stand-alone programs run by other
+# interpreters: they import nothing from servebench at all.
+LAYERS = ("tools", "core", "recipe", "catalog", "cluster", "server", "load", "results", "history", "report",
+          "plugin", "cli")
+TOP = {"servebench": "core", "servebench.__main__": "cli"}     # the package itself, `python -m servebench`
 
 
 def module_name(path: Path) -> str:
@@ -41,12 +47,16 @@ def imports(path: Path) -> set[str]:
 
 def graph() -> dict[str, set[str]]:
     mods = {module_name(p): p for p in PKG.rglob("*.py")}
-    edges = {}
-    for name, path in mods.items():
-        # importing a.b.c runs a/__init__ and a/b/__init__ too, but those are the package's own business:
-        # an edge is what this file asks for.
-        edges[name] = {m for m in imports(path) if m in mods}
-    return edges
+    # importing a.b.c runs a/__init__ and a/b/__init__ too, but those are the package's own business:
+    # an edge is what this file asks for.
+    return {name: {m for m in imports(path) if m in mods} for name, path in mods.items()}
+
+
+def layer(module: str) -> str | None:
+    if module in TOP:
+        return TOP[module]
+    folder = module.split(".")[1]
+    return folder if folder in LAYERS else None
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -69,6 +79,17 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def backwards(edges: dict[str, set[str]]) -> list[str]:
+    """Imports that run up the pipeline (or out of tools/)."""
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    bad = []
+    for a, targets in edges.items():
+        for b in targets:
+            if layer(a) == "tools" or rank[layer(b)] > rank[layer(a)]:
+                bad.append(f"{a} ({layer(a)}) imports {b} ({layer(b)})")
+    return sorted(bad)
+
+
 def test_no_import_circle():
     assert cycles(graph()) == []
 
@@ -77,37 +98,46 @@ def test_cycle_finder_finds_a_planted_circle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
 
 
+def test_every_module_is_in_a_layer():
+    assert [m for m in graph() if layer(m) is None] == []
+
+
+def test_layers_point_one_way():
+    assert backwards(graph()) == []
+
+
+def test_the_layer_check_finds_an_import_up_the_pipeline():
+    edges = {"servebench.recipe.profile": {"servebench.report.files"}, "servebench.report.files": set(),
+             "servebench.tools.x": {"servebench.core.errors"}, "servebench.core.errors": set()}
+    assert backwards(edges) == [
+        "servebench.recipe.profile (recipe) imports servebench.report.files (report)",
+        "servebench.tools.x (tools) imports servebench.core.errors (core)"]
+
+
+def test_readme_layout_names_every_folder():
+    """The README's "Layout of the code" lists the layers in pipeline order, each folder once."""
+    text = (PKG.parent / "README.md").read_text()
+    section = text[text.index("## Layout of the code"):]
+    section = section[:section.index("\n## ", 3)]
+    where = [section.index(f"  {name}/") for name in LAYERS if f"  {name}/" in section]
+    assert len(where) == len(LAYERS), [n for n in LAYERS if f"  {n}/" not in section]
+    pipeline = [section.index(f"  {name}/") for name in LAYERS if name != "tools"]
+    assert pipeline == sorted(pipeline)
+    on_disk = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert on_disk == set(LAYERS)
+
+
 @pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
 def test_module_is_small(path):
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_LINES, f"{path.relative_to(PKG.parent)} has {lines} lines (> {MAX_LINES}): split it"
 
 
-LAYERS = [   # lower layers never import higher ones (README: Layout of the code)
-    {"servebench.errors", "servebench.yamlio", "servebench.poll"},
-    {"servebench.spec.srt", "servebench.spec.sweep", "servebench.spec.model", "servebench.flags",
-     "servebench.topology"},
-    {"servebench.layering", "servebench.views"},
-    {"servebench.profile"},
-    {"servebench.capacity"},
-    {"servebench.flag_rules", "servebench.load_rules"},
-    {"servebench.rules"},
-    {"servebench.catalog"},
-]
-
-
-def test_layers_point_one_way():
-    edges = graph()
-    rank = {m: i for i, layer in enumerate(LAYERS) for m in layer}
-    bad = [(a, b) for a in rank for b in edges.get(a, ()) if b in rank and rank[b] > rank[a]]
-    assert bad == []
-
-
 def test_no_print_in_the_library():
     """Output is logging (pytest shows it) or the CLI's own stdout; tools run in other interpreters."""
     offenders = []
     for path in PKG.rglob("*.py"):
-        if path.name.startswith("cli") or "tools" in path.parts or path.name == "tiny_gen.py":
+        if layer(module_name(path)) in ("cli", "tools"):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
@@ -116,10 +146,10 @@ def test_no_print_in_the_library():
 
 
 def test_one_polling_loop():
-    """Waits go through servebench.poll; no other module sleeps in a loop."""
+    """Waits go through servebench.core.poll; no other module sleeps in a loop."""
     offenders = []
     for path in PKG.rglob("*.py"):
-        if path.name == "poll.py" or "tools" in path.parts:
+        if path == PKG / "core" / "poll.py" or layer(module_name(path)) == "tools":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.While, ast.For)):
@@ -127,3 +157,51 @@ def test_one_polling_loop():
                     if isinstance(inner, ast.Call) and getattr(inner.func, "attr", None) == "sleep":
                         offenders.append(f"{path.relative_to(PKG.parent)}:{inner.lineno}")
     assert offenders == []
+
+
+# ---- one owner of the results folder's paths: servebench/core/results_folder.py ----
+
+OWNER = PKG / "core" / "results_folder.py"
+# Joins of a literal name that are not the results folder's, and why.
+NOT_RESULTS = {
+    ("catalog/loader.py", "'models'"), ("catalog/loader.py", "'clusters'"),          # the recipes folder
+    ("cluster/request.py", "'configs'"), ("cluster/request.py", "'clusters'"),        # the recipes folder
+    ("plugin/session.py", "'recipes'"), ("plugin/session.py", "'perf-changelog.yaml'"),  # the repository
+    ("results/baseline.py", "'baseline.json'"),                                        # a hint in an error message
+}
+# Modules whose literal joins are another program's layout, inside a folder the owner hands out.
+OTHER_LAYOUTS = {
+    "server/generated.py": "the generated models' cache (~/.cache/servebench/models), not a results folder",
+    "load/aiperf/setup.py": "AIPerf's own scratch and the HF cache layout, inside the folders the owner hands out",
+}
+RESULT_FILES = ("history.sqlite", "summary.md", "manifest.json", "result.json", "trace.jsonl", "report.html",
+                "report.md", "points.csv", "deployment.json", "series.json", "aiperf.log", "aiperf-command.txt")
+
+
+def hand_built_paths(rel: str, text: str) -> list[str]:
+    """`x / "name"` (or an f-string) joins, and result file names, in one module's text."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            for side in (node.left, node.right):
+                literal = isinstance(side, ast.JoinedStr) or (isinstance(side, ast.Constant) and
+                                                              isinstance(side.value, str))
+                if literal and (rel, ast.unparse(side)) not in NOT_RESULTS and rel not in OTHER_LAYOUTS:
+                    found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(RESULT_FILES) \
+                and not node.value.startswith(("http", "`")) and " " not in node.value:
+            found.append(f"{rel}:{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_every_path_of_the_results_folder_comes_from_its_owner():
+    offenders = [line for path in sorted(PKG.rglob("*.py")) if path != OWNER and layer(module_name(path)) != "tools"
+                 for line in hand_built_paths(str(path.relative_to(PKG)), path.read_text())]
+    assert offenders == []
+
+
+def test_the_path_check_finds_a_hand_built_path():
+    text = 'from pathlib import Path\n\n\ndef f(d):\n    return Path(d) / "points" / f"{d}.json", "x/result.json"\n'
+    assert sorted(hand_built_paths("results/planted.py", text)) == [
+        "results/planted.py:5: 'x/result.json'", "results/planted.py:5: Path(d) / 'points'",
+        "results/planted.py:5: Path(d) / 'points' / f'{d}.json'"]

@@ -2,12 +2,12 @@
 
 import pytest
 
-from servebench.catalog import Catalog
-from servebench.flags import canonical
-from servebench.flag_rules import entrypoint_flags
-from servebench.server.placement import dry_placement
-from servebench.server.plan import plan, topology_args
-from servebench.topology import DERIVED_FLAGS, LAUNCHER_FLAGS, PORT_FLAGS, topology
+from servebench.catalog.loader import Catalog
+from servebench.recipe.flags import canonical
+from servebench.catalog.flag_rules import entrypoint_flags
+from servebench.server.assembly import dry_placement
+from servebench.server.plan import allocator, plan, topology_args
+from servebench.recipe.topology import DERIVED_FLAGS, LAUNCHER_FLAGS, PORT_FLAGS, topology
 from tests.conftest import by_id, edit
 
 # layout -> (modes per node, DP ranks per node, engines, registering processes)
@@ -40,8 +40,9 @@ def test_every_per_node_flag_the_plan_writes_is_owned_by_the_launcher(catalog):
     a recipe may choose). Before, plan.py and rules.py kept two lists that disagreed."""
     for prof in catalog.profiles:
         where = dry_placement(prof)
+        ports = allocator(prof, where)
         for role in prof.topology.roles:
-            written = {canonical(a) for a in topology_args(role, prof, where) if a.startswith("--")}
+            written = {canonical(a) for a in topology_args(role, prof, where, ports) if a.startswith("--")}
             assert written <= LAUNCHER_FLAGS, (prof.id, written - LAUNCHER_FLAGS)
     assert DERIVED_FLAGS.isdisjoint(PORT_FLAGS)
 
@@ -76,8 +77,8 @@ def test_profile_topology_matches_its_plan(catalog):
 def test_agg_workers_are_independent_engines_with_their_own_gpus(catalog):
     """8 workers x TP2 on 2 nodes of 8 GPUs: 8 engines, each pinned to its GPU pair, 16 GPUs in the results.
     Before, this launched one engine spread over both nodes and reported 2 GPUs."""
-    from servebench.profile import Profile
-    from servebench.spec.srt import SrtRecipe
+    from servebench.recipe.profile import Profile
+    from servebench.recipe.schema.srt import SrtRecipe
 
     tp = by_id(catalog, "kimi-k3-gb200-tp")
     data = tp.recipe.model_dump()
@@ -91,7 +92,7 @@ def test_agg_workers_are_independent_engines_with_their_own_gpus(catalog):
     assert [w.rank for w in workers] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert [w.argv[w.argv.index("env") + 1] for w in workers] == \
         [f"CUDA_VISIBLE_DEVICES={2 * s},{2 * s + 1}" for s in range(4)] * 2
-    assert len({w.env["DYN_SYSTEM_PORT"] for w in workers}) == 8 and sp.expected_instances == 8
+    assert len({(w.rank, w.env["DYN_SYSTEM_PORT"]) for w in workers}) == 8 and sp.expected_instances == 8
     assert not any("--headless" in w.argv or "--nnodes" in w.argv for w in workers)
     from tests.test_results import typed
     r = typed(prof)                                      # the H200 recording, judged as this deployment

@@ -6,11 +6,13 @@ spec decoding, CUDA-graph sizes and JSON flags); each case below breaks one thin
 
 from pathlib import Path
 
+import os
+
 import pytest
 
-from servebench.errors import ConfigError
-from servebench.catalog import Catalog
-from tests.conftest import edit
+from servebench.core.errors import ConfigError
+from servebench.catalog.loader import Catalog
+from tests.conftest import edit, run_cli
 
 G = "kimi-k3/gb200/"
 OFF = "137438953472"
@@ -31,7 +33,8 @@ def test_shipped_catalog_passes_every_rule(repo):
 CASES = [
     # id, file, old, new, message fragment, file blamed, key blamed
     ("duplicate-key-overlay", "dep.yaml", "        max-num-seqs: 64\n",
-     "        max-num-seqs: 64\n        max-num-seqs: 32\n", "duplicate key", "dep.yaml", "max-num-seqs"),
+     "        max-num-seqs: 64\n        max-num-seqs: 32\n", "duplicate key", "dep.yaml",
+     "recipe.backend.vllm_config.aggregated.max-num-seqs"),
     ("duplicate-key-base-top", "base.yaml", "setup_script:", "slurm: {}\nsetup_script:", "duplicate key",
      "base.yaml", "slurm"),
     ("unknown-key-base", "base.yaml", "  max_attempts: 2160", "  max_attempts: 2160\n  max_atempts: 5",
@@ -121,8 +124,8 @@ CASES = [
      "profile.concurrency"),
     ("attempts-bound", "base.yaml", "  max_attempts: 2160", "  max_attempts: 99999999999", "less than or equal to "
      "100000", "base.yaml", "health_check.max_attempts"),
-    ("duration-bound", "_agentx.yaml", "duration_s: 3600", "duration_s: -5", "greater than 0", "_agentx.yaml",
-     "profile.load.duration_s"),
+    ("duration-bound", "../../presets/seed-harness.yaml", "duration_s: 3600", "duration_s: -5", "greater than 0",
+     "../../presets/seed-harness.yaml", "profile.load.duration_s"),
     ("wrong-type", "base.yaml", "  max_attempts: 2160", "  max_attempts: lots", "valid integer", "base.yaml",
      "health_check.max_attempts"),
 ]
@@ -136,7 +139,7 @@ def test_rule_rejects_broken_recipe(recipes, case):
     matching = [p for p in found if fragment in p.message]
     assert matching, f"no problem mentions {fragment!r}; got:\n" + "\n".join(map(str, found))
     prob = matching[0]
-    assert prob.file.endswith(G + blamed_file), str(prob)
+    assert os.path.normpath(prob.file).endswith(os.path.normpath(G + blamed_file)), str(prob)
     assert prob.key == blamed_key, str(prob)
     assert prob.fix, "every problem says how to fix it"
     assert str(prob).startswith(prob.file)
@@ -157,9 +160,9 @@ def test_declared_template_still_rejects_shell_variables(recipes):
 
 
 def test_extends_cycle_and_missing_base(recipes):
-    edit(recipes / G / "_agentx.yaml", "extends: base.yaml", "extends: tp.yaml")
+    edit(recipes / G / "_agentx.yaml", "extends: [base.yaml,", "extends: [tp.yaml,")
     assert any("extends itself" in p.message for p in problems(recipes))
-    edit(recipes / G / "_agentx.yaml", "extends: tp.yaml", "extends: nowhere.yaml")
+    edit(recipes / G / "_agentx.yaml", "extends: [tp.yaml,", "extends: [nowhere.yaml,")
     found = problems(recipes)
     assert any("nowhere.yaml does not exist" in p.message and p.key == "extends" for p in found)
 
@@ -171,7 +174,7 @@ def test_extends_cycle_and_missing_base(recipes):
 ])
 def test_extends_stays_in_the_catalog(recipes, target, fragment):
     (recipes.parent / "outside.yaml").write_text("slurm: {}\n")
-    edit(recipes / G / "_agentx.yaml", "extends: base.yaml", f"extends: {target}")
+    edit(recipes / G / "_agentx.yaml", "extends: [base.yaml,", f"extends: [{target},")
     found = [p for p in problems(recipes) if fragment in p.message]
     lines = (recipes / G / "_agentx.yaml").read_text().splitlines()
     assert found and all(p.key == "extends" and lines[p.line - 1].startswith("extends:") for p in found), \
@@ -188,7 +191,7 @@ def test_extends_stays_in_the_catalog(recipes, target, fragment):
 ])
 def test_yaml_is_bounded(text, fragment):
     """An alias bomb is refused while parsing (before: it passed validation, then hung render and the fingerprint)."""
-    from servebench import yamlio
+    from servebench.core import yamlio
     with pytest.raises(ConfigError) as err:
         yamlio.parse(text, "x.yaml")
     assert fragment in str(err.value) and "Traceback" not in str(err.value)
@@ -279,3 +282,38 @@ def test_a_waiver_of_a_rule_that_cannot_be_waived_or_without_a_reason_is_refused
     edit(recipes / "local/_sweep.yaml", "  gates:\n", f"  waive:\n    {waiver}\n  gates:\n")
     got = problems(recipes)
     assert got and any(fragment in (p.key or "") and p.file.endswith("local/_sweep.yaml") for p in got), got
+
+
+def test_an_empty_recipes_folder_is_an_error_not_zero_valid_points(tmp_path):
+    """A wrong --recipes (an empty folder, a typo'd copy) must not read as "every recipe is valid, 0 points"."""
+    (tmp_path / "clusters").mkdir()
+    res = run_cli("--recipes", tmp_path, "matrix")
+    assert res.returncode == 1 and "no profile in this recipes folder" in res.stderr and "--recipes" in res.stderr
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("      block-size: 0", "--block-size must be greater than 0, got 0 (vLLM refuses it at start-up)"),
+    ("      max-num-seqs: 0", "--max-num-seqs must be >= 1, got 0"),
+    ("      gpu-memory-utilization: 1.5", "--gpu-memory-utilization must be at most 1, got 1.5"),
+    ("      compilation-config: {cudagraph_capture_sizes: \"8,16\"}",
+     "cudagraph_capture_sizes must be a list of whole numbers, got '8,16'"),
+    ("      compilation-config: {cudagraph_capture_sizes: [8, 16.5]}",
+     "cudagraph_capture_sizes must be a list of whole numbers, got [8, 16.5]"),
+    ("      compilation-config: {use_inductor_graph_partition: \"yes\"}",
+     "--compilation-config use_inductor_graph_partition takes true or false, got 'yes'"),
+    ("      compilation-config: '{\"cudagraph_capture_size\": [8]}'",
+     "--compilation-config has no field 'cudagraph_capture_size' (CompilationConfig refuses unknown fields)"),
+])
+def test_values_the_engine_refuses_at_start_are_refused_offline(recipes, line, expected):
+    """Bounds and shapes read from vLLM's own config classes into the flag table (servebench/tools/flag_table.py):
+    a recipe that would stop at engine start-up, after the model has loaded, stops here, naming the flag."""
+    edit(recipes / "local/base.yaml", "      max-num-seqs: 16", line if "max-num-seqs" in line else
+         f"      max-num-seqs: 16\n{line}")
+    found = [str(p) for p in problems(recipes)]
+    assert any(expected in p and "base.yaml" in p for p in found), found
+
+
+def test_values_inside_the_engines_bounds_pass(recipes):
+    edit(recipes / "local/base.yaml", "      max-num-seqs: 16",
+         "      max-num-seqs: 16\n      block-size: 16\n      compilation-config: {cudagraph_capture_sizes: [1, 2, 4]}")
+    assert problems(recipes) == []

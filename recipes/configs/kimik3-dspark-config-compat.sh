@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Setup script (srt-slurm's setup_script, run by servebench on every node before the workers, in the worker's
-# environment): builds the Kimi-K3 DSpark draft-model view that speculative-config names (/tmp/Kimi-K3-DSpark).
+# Setup script (srt-slurm's setup_script): servebench runs it first in each worker's and the frontend's own step, in
+# that process's environment and container, so the view it builds in /tmp is there for the process (an unnamed pyxis
+# container and its /tmp vanish with the step). It builds the Kimi-K3 DSpark draft-model view that
+# speculative-config names (/tmp/Kimi-K3-DSpark).
 # The DSpark checkpoint calls its parallel-drafting token `mask_token_id`; vLLM's parallel drafter reads
 # `pard_token`. The view links every file of the staged checkpoint and writes its own config.json with
 # pard_token = mask_token_id, leaving the staged copy untouched.
-#   DSPARK_SRC   the staged checkpoint (default: Kimi-K3-DSpark beside the model directory)
+#   DSPARK_SRC   the staged checkpoint as this process sees it (the cluster file sets it: inside a container that is
+#                the mount's destination, never a path derived from the model's, which is /model there)
 #   DSPARK_VIEW  where the view goes (default: /tmp/Kimi-K3-DSpark)
 set -euo pipefail
 model=${SERVEBENCH_MODEL:?servebench sets SERVEBENCH_MODEL to the model directory}
-src=${DSPARK_SRC:-$(dirname "$model")/Kimi-K3-DSpark}
+src=${DSPARK_SRC:?"set DSPARK_SRC to the staged Kimi-K3-DSpark checkpoint as the process sees it (runtime.environment of the cluster file; with containers, a runtime.container_mounts destination)"}
 view=${DSPARK_VIEW:-/tmp/Kimi-K3-DSpark}
 if [ ! -f "$src/config.json" ]; then
-  echo "kimik3-dspark-config-compat: no DSpark checkpoint at $src (set DSPARK_SRC or stage it beside the model)" >&2
+  echo "kimik3-dspark-config-compat: no DSpark checkpoint at $src (model $model; stage it on the node and point DSPARK_SRC at it as this process sees it)" >&2
   exit 2
 fi
 rm -rf "$view.tmp"

@@ -1,19 +1,18 @@
 """Where a profile's processes run: one allocation per profile, processes on its nodes, always released.
 
-``backend_for(cluster)`` picks the implementation named by the cluster description (``slurm`` or ``local``).
+``backend_for(cluster)`` builds the backend a cluster file names (``backend: slurm``, ``local``, or a site's, found
+through the ``servebench.backends`` entry points: servebench.core.entry_points).
 """
 
-from .base import Allocation, AllocationRequest, Backend, ClusterError, NodeProcess, ProcessDied, release_all
+from servebench.cluster.base import (Allocation, AllocationRequest, Backend, ClusterError, NodeProcess, ProcessDied,
+                                     release_all)
+from servebench.core import entry_points
+from servebench.recipe.schema.cluster import ClusterSpec
 
 
-def backend_for(name: str) -> Backend:
-    if name == "slurm":
-        from .slurm import SlurmBackend
-        return SlurmBackend()
-    if name == "local":
-        from .local import LocalBackend
-        return LocalBackend()
-    raise ValueError(f"unknown cluster backend {name!r}")
+def backend_for(cluster: ClusterSpec) -> Backend:
+    """The backend of ``cluster``, configured with it."""
+    return entry_points.load(entry_points.BACKENDS, cluster.backend)(cluster)
 
 
 __all__ = ["Allocation", "AllocationRequest", "Backend", "ClusterError", "NodeProcess", "ProcessDied",

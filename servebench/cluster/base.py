@@ -1,4 +1,10 @@
-"""The interface both backends implement, and process bookkeeping they share."""
+"""The interface every cluster backend implements (servebench's: slurm, local; a site's through the
+``servebench.backends`` entry points), and the process bookkeeping they share.
+
+What the rest of servebench needs to know about where processes run is asked of the backend, never read out of
+the cluster file: whether the nodes are this machine (:attr:`Backend.shares_host`), whether processes run in a
+container image (:attr:`Backend.containers`), what is submitted (:meth:`Backend.job_script`).
+"""
 
 from __future__ import annotations
 
@@ -13,9 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servebench.core.processes import stop_group
+from servebench.recipe.schema.cluster import ClusterSpec
+
 log = logging.getLogger(__name__)
-# Release order: what serves first (frontend, workers), then what they register with (etcd, NATS).
-STOP_TIERS = (("frontend", "worker", "headless", "setup", "preflight"), ("infra",))
+# Release order: the load generator, then what serves (frontend, workers), then what they register with (etcd, NATS).
+STOP_TIERS = (("client", "preflight"), ("frontend", "worker", "headless"), ("infra",))
 
 
 class ClusterError(RuntimeError):
@@ -25,8 +34,21 @@ class ClusterError(RuntimeError):
 class ProcessDied(ClusterError):
     def __init__(self, proc: "NodeProcess"):
         self.proc = proc
-        super().__init__(f"{proc.name} on node {proc.node} (rank {proc.rank}) exited with code "
-                         f"{proc.popen.returncode}; last lines of {proc.log}:\n{proc.tail()}")
+        super().__init__(f"{self.line}; last lines of {proc.log}:\n{proc.tail()}")
+
+    @property
+    def line(self) -> str:
+        """Which process ended and how, in one line (no log tail)."""
+        code = self.proc.popen.returncode if self.proc.popen is not None else None
+        how = f"exited with code {code}"
+        if isinstance(code, int) and (code < 0 or code > 128):     # killed here; srun reports a task's as 128 + N
+            try:
+                sig = signal.Signals(-code if code < 0 else code - 128)
+            except ValueError:
+                sig = None
+            if sig is not None:
+                how = f"killed by {sig.name}" if code < 0 else f"{how} (signal {sig.value}: {sig.name})"
+        return f"{self.proc.name} on node {self.proc.node} (rank {self.proc.rank}) {how}"
 
 
 @dataclass(frozen=True)
@@ -43,6 +65,7 @@ class AllocationRequest:
     container_mounts: dict[str, str] = field(default_factory=dict)
     workdir: Path = Path(".")      # where the job script and logs go
     stop_grace_s: float = 60.0     # at release: TERM, then KILL after this many seconds
+    dropped: tuple[str, ...] = ()  # the recipe's sbatch directives / srun options this cluster does not apply
 
 
 @dataclass
@@ -52,13 +75,15 @@ class NodeProcess:
     name: str
     argv: list[str]
     log: Path
-    popen: subprocess.Popen
-    role: str = "worker"          # infra | frontend | worker | headless | setup | preflight
-    oneshot: bool = False         # runs to completion (setup, preflight): its exit is not a death
+    popen: subprocess.Popen | None   # None: a dry run's process (recorded, never started)
+    role: str = "worker"          # infra | frontend | worker | headless | client | preflight
+    oneshot: bool = False         # runs to completion (a point's client, preflight): its exit is not a death
     step: str = ""                # unique within the allocation (a Slurm step's name): the name, made unique
+    command: list[str] = field(default_factory=list)   # what was started on this host (srun ... -- argv)
+    env: dict[str, str | None] = field(default_factory=dict)
 
     def alive(self) -> bool:
-        return self.popen.poll() is None
+        return self.popen is not None and self.popen.poll() is None
 
     def tail(self, lines: int = 40) -> str:
         try:
@@ -67,60 +92,52 @@ class NodeProcess:
             return f"<no log: {err}>"
 
 
-def stop_process_group(popen: subprocess.Popen, grace: float = 10.0) -> None:
-    """SIGTERM the process group the process leads, then SIGKILL after ``grace`` seconds."""
-    if popen.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(popen.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            popen.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 class Allocation(ABC):
     """Nodes held for one profile. Processes launched on them are tracked and stopped on release."""
 
     backend = "abstract"
 
-    def __init__(self, request: AllocationRequest, nodes: list[str], job_id: str | None = None):
-        self.request, self.nodes, self.job_id = request, nodes, job_id
+    def __init__(self, request: AllocationRequest, nodes: list[str], job_id: str | None = None, dry: bool = False):
+        self.request, self.nodes, self.job_id, self.dry = request, nodes, job_id, dry
         self.processes: list[NodeProcess] = []
         self.released = False
         self.started_at = time.time()
-        _LIVE.add(self)
+        if not dry:
+            _LIVE.add(self)
 
     def launch(self, rank: int, name: str, argv: list[str], env: dict[str, str | None], log: Path,
                role: str = "worker", oneshot: bool = False, image: str | None = None) -> NodeProcess:
         """Start ``argv`` on node ``rank`` with ``env`` added to the environment (None unsets), output to ``log``.
-        ``role`` decides the stop tier; a ``oneshot`` process (setup, preflight) is expected to exit; ``image``
+        ``role`` decides the stop tier; a ``oneshot`` process (client, preflight) is expected to exit; ``image``
         replaces the allocation's container image for this process (pyxis)."""
         if self.released:
             raise ClusterError(f"allocation {self.job_id or self.request.name} was released")
         node = self.nodes[rank]
         taken = {p.step for p in self.processes}
         step = name if name not in taken else f"{name}.{len(self.processes)}"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
-            full = {**os.environ, **{k: v for k, v in env.items() if v is not None}}
-            for key in [k for k, v in env.items() if v is None]:
-                full.pop(key, None)     # the recipe or cluster asked for it to be unset
-            popen = subprocess.Popen(self._command(node, list(argv), env, step, image), env=full,
-                                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
-        proc = NodeProcess(rank, node, name, list(argv), log, popen, role, oneshot, step)
+        command = self._command(node, list(argv), env, step, image)
+        popen = None
+        if not self.dry:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "ab") as out:
+                full = {**os.environ, **{k: v for k, v in env.items() if v is not None}}
+                for key in [k for k, v in env.items() if v is None]:
+                    full.pop(key, None)     # the recipe or cluster asked for it to be unset
+                popen = subprocess.Popen(command, env=full, stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = NodeProcess(rank, node, name, list(argv), log, popen, role, oneshot, step, command, dict(env))
         self.processes.append(proc)
+        if popen is not None:
+            self._started(proc)
         return proc
+
+    def _started(self, proc: NodeProcess) -> None:
+        """A process was started (a backend that guards its processes against the session's death hooks here)."""
 
     def check(self) -> None:
         """Raise ProcessDied for the first launched process that is no longer running."""
         for proc in self.processes:
-            if not proc.oneshot and not proc.alive():
+            if not proc.oneshot and not self.dry and not proc.alive():
                 raise ProcessDied(proc)
 
     def release(self) -> None:
@@ -139,25 +156,40 @@ class Allocation(ABC):
 
     def stop_all(self, procs: list[NodeProcess]) -> None:
         """Stop these processes in parallel: TERM, then KILL after the request's grace."""
-        running = [p for p in procs if p.alive()]
+        running = [p for p in procs if p.popen is not None]     # a dead leader's group may live on
         if not running:
             return
         log.info("stopping %s", ", ".join(f"{p.name}@{p.node}" for p in running))
         with ThreadPoolExecutor(max_workers=len(running)) as pool:
             list(pool.map(self.stop, running))
 
+    def interrupt(self, proc: NodeProcess) -> None:
+        """SIGINT to one process (a load generator ends its run and writes its files); here, to its group."""
+        if proc.popen is not None:
+            try:
+                os.killpg(proc.popen.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+
     def stop(self, proc: NodeProcess) -> None:
-        """Stop one process: its process group here (subclasses signal the remote step first)."""
-        stop_process_group(proc.popen, grace=self.request.stop_grace_s)
+        """Stop one process: its whole process group here, leader alive or not (subclasses signal the remote
+        step first)."""
+        stop_group(proc.popen, grace=self.request.stop_grace_s)
 
     def addresses(self) -> list[str]:
         """How the other nodes (and the load generator) reach each node, in rank order."""
         return list(self.nodes)
 
+    @property
+    def shares_host(self) -> bool:
+        """Every node of this allocation is this machine (a local stand-in): ports must be probed here and a GPU
+        host's devices split among the nodes."""
+        return all(_this_host(a) for a in self.addresses())
+
     def describe(self) -> dict:
         return {"backend": self.backend, "name": self.request.name, "job_id": self.job_id, "nodes": self.nodes,
-                "processes": [{"rank": p.rank, "node": p.node, "name": p.name, "pid": p.popen.pid,
-                               "log": str(p.log)} for p in self.processes]}
+                "processes": [{"rank": p.rank, "node": p.node, "name": p.name, "role": p.role, "step": p.step,
+                               "pid": p.popen.pid if p.popen else None, "log": str(p.log)} for p in self.processes]}
 
     @abstractmethod
     def _command(self, node: str, argv: list[str], env: dict[str, str], name: str,
@@ -168,25 +200,62 @@ class Allocation(ABC):
 
 
 class Backend(ABC):
+    """One cluster's way of holding nodes and starting processes on them."""
+
     name = "abstract"
+
+    def __init__(self, cluster: ClusterSpec | None = None):
+        self.cluster = cluster
+
+    @property
+    def shares_host(self) -> bool:
+        """Every node is this machine: ports are probed here, a GPU host's devices are split among the nodes."""
+        return False
+
+    @property
+    def containers(self) -> bool:
+        """Processes run in the recipe's container image, seeing only its mounts (pyxis)."""
+        return False
 
     @abstractmethod
     def allocate(self, request: AllocationRequest, timeout: float = 600.0) -> Allocation: ...
+
+    @abstractmethod
+    def dry_run(self, request: AllocationRequest) -> Allocation:
+        """An allocation on placeholder nodes whose launches are recorded, never started (servebench render)."""
+
+    def job_script(self, request: AllocationRequest) -> str | None:
+        """What is submitted to hold the nodes (None: nothing is)."""
+        return None
 
     @abstractmethod
     def unavailable(self) -> str | None:
         """Why this backend cannot allocate here, or None."""
 
 
+def _this_host(address: str) -> bool:
+    import ipaddress
+    import socket
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return address in ("localhost", socket.gethostname())
+
+
 _LIVE: set[Allocation] = set()
 _LOCK = threading.Lock()
 
 
-def release_all() -> None:
-    """Release every allocation still held (signal handlers and atexit call this)."""
+def release_all() -> list[str]:
+    """Release every allocation still held (session end, signal handlers and atexit call this); what could not
+    be released, one line each (also logged: a failed release is never silent)."""
+    failed = []
     with _LOCK:
         for alloc in list(_LIVE):
             try:
                 alloc.release()
-            except Exception:  # noqa: BLE001 - keep releasing the others
-                pass
+            except Exception as err:  # noqa: BLE001 - keep releasing the others
+                what = f"{alloc.backend} allocation {alloc.job_id or alloc.request.name}"
+                log.error("releasing %s failed: %s", what, err)
+                failed.append(f"{what}: {err}")
+    return failed

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..profile import Profile
-from .base import AllocationRequest
+from servebench.cluster.base import AllocationRequest, Backend
+from servebench.core.results_folder import ProfileFolder
+from servebench.recipe.profile import Profile
+from servebench.tools import FOLDER as TOOLS
 
 CONTAINER_CONFIGS = "/configs"     # srt-slurm mounts the recipes' configs/ folder here in the container
 TOOLS_IN_CONTAINER = "/servebench-tools"   # servebench/tools (preflight) inside the container
@@ -19,14 +21,32 @@ def configs_dir(profile: Profile) -> Path:
     return root / "configs"
 
 
-def request_for(profile: Profile, run_id: str, results_dir: Path | str) -> AllocationRequest:
+def container_mounts(profile: Profile, containers: bool, model_dir: str | None = None,
+                     workdir: str | None = None) -> dict[str, str]:
+    """What a container of the profile sees (host path -> path inside): the model at /model, the recipes' configs/
+    at /configs, servebench's tools, the results folder and the client's shared cache at their own paths (the
+    load generator writes there, the login side reads it), the cluster's own mounts (staged data: a draft model),
+    the recipe's."""
+    if not containers:
+        return {}
+    shared = {}
+    if workdir is not None:
+        results = str(Path(workdir).absolute().parent)
+        shared[results] = results
+    cache = profile.cluster.runtime.client.cache
+    if cache and cache.startswith("/"):
+        shared[cache] = cache
+    return {**model_argument(profile, containers, model_dir)[1], str(configs_dir(profile)): CONTAINER_CONFIGS,
+            str(TOOLS): TOOLS_IN_CONTAINER, **shared, **profile.cluster.runtime.container_mounts,
+            **profile.recipe.container_mounts}
+
+
+def request_for(profile: Profile, backend: Backend, run_id: str, folder: ProfileFolder,
+                part: int | None = None) -> AllocationRequest:
     r, cl = profile.recipe, profile.cluster
-    mounts = {}
-    if cl.slurm.pyxis:
-        mounts = {**model_argument(profile)[1], str(configs_dir(profile)): CONTAINER_CONFIGS,
-                  str(Path(__file__).resolve().parent.parent / "tools"): TOOLS_IN_CONTAINER, **r.container_mounts}
+    mounts = container_mounts(profile, backend.containers, workdir=str(folder.root))
     return AllocationRequest(
-        name=f"servebench-{run_id}-{profile.name}",
+        name=f"servebench-{run_id}-{profile.name}" + (f"-{part}" if part is not None else ""),
         nodes=r.resources.total_nodes,
         gpus_per_node=r.resources.gpus_per_node,
         partition=r.slurm.partition or cl.slurm.partition,
@@ -34,17 +54,21 @@ def request_for(profile: Profile, run_id: str, results_dir: Path | str) -> Alloc
         time_limit=r.slurm.time_limit,
         directives={k: v for k, v in r.sbatch_directives.items() if k not in cl.slurm.drop},
         srun_options={k: v for k, v in r.srun_options.items() if k not in cl.slurm.drop},
-        container_image=r.model.container if cl.slurm.pyxis else None,
+        container_image=r.model.container if backend.containers else None,
         container_mounts=mounts,
-        workdir=Path(results_dir) / profile.id,
+        workdir=Path(folder.root),
         stop_grace_s=profile.spec.stop_grace_s,
+        dropped=tuple(k for k in (*r.sbatch_directives, *r.srun_options) if k in cl.slurm.drop),
     )
 
 
-def model_argument(profile: Profile, model_dir: str | None = None) -> tuple[str, dict[str, str]]:
-    """The --model value the processes see, and the container mounts it needs (pyxis: host dir -> /model)."""
-    cl, alias = profile.cluster, profile.recipe.model.path
+def model_argument(profile: Profile, containers: bool, model_dir: str | None = None) -> tuple[str, dict[str, str]]:
+    """The --model value the processes see, and the container mounts it needs (a container: host dir -> /model).
+    ``hf:org/name`` is the repo id org/name, as srtctl reads it (a staged copy is used where the cluster maps one)."""
+    cl, alias = profile.cluster, profile.recipe.model.path.removeprefix("hf:")
     host = model_dir or cl.runtime.model_paths.get(alias) or alias
-    if cl.slurm.pyxis and profile.recipe.model.container:
+    if not host.startswith("/"):             # a repo id the engine resolves itself: nothing to mount
+        return host, {}
+    if containers and profile.recipe.model.container:
         return cl.runtime.container_model_dir, {host: cl.runtime.container_model_dir}
     return host, {}

@@ -12,8 +12,12 @@ import shlex
 import shutil
 import subprocess
 
-from ..poll import Done, PollTimeout, poll
-from .base import Allocation, AllocationRequest, Backend, ClusterError, stop_process_group
+from servebench.core.files import write_atomic
+from servebench.core.poll import Done, PollTimeout, poll
+from servebench.core.results_folder import ProfileFolder
+from servebench.cluster.base import Allocation, AllocationRequest, Backend, ClusterError
+from servebench.cluster.heartbeat import DEFAULT_ORPHAN_AFTER_S, Heartbeat, holder_lines
+from servebench.core.processes import stop_group
 
 log = logging.getLogger(__name__)
 
@@ -37,16 +41,18 @@ def sbatch_directives(req: AllocationRequest) -> list[str]:
     for key, value in (("partition", req.partition), ("account", req.account), ("time", req.time_limit)):
         if value:
             opts[key] = value
-    opts["output"] = str(req.workdir / f"{req.name}.sbatch.log")
+    opts["output"] = str(ProfileFolder(req.workdir).job_log(req.name))
     opts.update(req.directives)
     return [f"--{k}={v}" if v != "" else f"--{k}" for k, v in opts.items()]
 
 
-def sbatch_script(req: AllocationRequest) -> str:
-    """The batch script: directives, then a holder that keeps the allocation until it is cancelled."""
+def sbatch_script(req: AllocationRequest, orphan_after_s: int = DEFAULT_ORPHAN_AFTER_S) -> str:
+    """The batch script: directives, then a holder that keeps the allocation until it is cancelled, or until the
+    session's heartbeat stops (servebench.cluster.heartbeat)."""
     lines = ["#!/bin/bash"] + [f"#SBATCH {shlex.quote(d)}" for d in sbatch_directives(req)]
-    lines += ["# servebench holds these nodes; each server process is started as its own srun step.",
-              "exec sleep infinity", ""]
+    lines += ["# servebench holds these nodes; each server process is started as its own srun step. The job ends",
+              f"# itself {orphan_after_s} s after the session stops rewriting its heartbeat (a session killed).",
+              *holder_lines(ProfileFolder(req.workdir).heartbeat(req.name), orphan_after_s), ""]
     return "\n".join(lines)
 
 
@@ -68,17 +74,47 @@ def srun_prefix(job_id: str, node: str, req: AllocationRequest, process: str = "
     return argv
 
 
+# A stand-in's node-local disks (slurm.node_local): the step runs in a mount namespace of its own in which each
+# node-local path is its node's folder of this host; the session's process, outside, sees none of them. A fixed
+# script: the pairs and the command follow as arguments, so nothing is spliced into shell text.
+NODE_LOCAL = ("unshare", "--mount", "--propagation", "private", "sh", "-c",
+              'while [ "$1" != -- ]; do mkdir -p "$1" "$2" && mount --bind "$1" "$2" || { echo "servebench: node-local '
+              'disk $2 ($1) could not be mounted" >&2; exit 97; }; shift 2; done; shift; exec "$@"',
+              "servebench-node-local")
+
+
+def node_local_argv(node_local: dict[str, str], node: str, argv: list[str]) -> list[str]:
+    if not node_local:
+        return argv
+    pairs = [a for path, backing in node_local.items() for a in (backing.replace("{node}", node), path)]
+    return [*NODE_LOCAL, *pairs, "--", *argv]
+
+
 class SlurmAllocation(Allocation):
     backend = "slurm"
 
+    def __init__(self, request: AllocationRequest, nodes: list[str], job_id: str | None = None, dry: bool = False,
+                 node_local: dict[str, str] | None = None, heartbeat: Heartbeat | None = None):
+        super().__init__(request, nodes, job_id, dry)
+        self.node_local = dict(node_local or {})
+        self.heartbeat = heartbeat
+
     def _command(self, node: str, argv: list[str], env: dict[str, str], name: str,
                  image: str | None = None) -> list[str]:
-        return [*srun_prefix(self.job_id, node, self.request, name, image), "--", *argv]
+        return [*srun_prefix(self.job_id, node, self.request, name, image), "--",
+                *node_local_argv(self.node_local, node, argv)]
 
     def steps(self) -> dict[str, str]:
         """step name -> step id (JOB.STEP) of this job's running steps."""
         out = _run(["squeue", "-h", "-s", "-j", self.job_id, "-o", "%i|%j"]).stdout
         return {name: sid for sid, _, name in (line.partition("|") for line in out.splitlines()) if sid}
+
+    def interrupt(self, proc) -> None:
+        """SIGINT to the step's tasks on the node (the local srun would only forward it, and a second one kills)."""
+        step = self.steps().get(step_name(self.request, proc.step))
+        if step is None:
+            return super().interrupt(proc)
+        _run(["scancel", "--signal=INT", step])
 
     def stop(self, proc) -> None:
         """Signal the step itself (TERM to every task on the node, as Slurm wants; the engine shuts down and
@@ -97,19 +133,26 @@ class SlurmAllocation(Allocation):
                 log.warning("step %s (%s) still running %.0f s after %s", step, proc.name, wait, signal_name)
         # The step did not end (e.g. slurmd still launching it): the local srun client goes at once, without a
         # second grace period; cancelling the job (release) ends the step on the node.
-        stop_process_group(proc.popen, grace=5.0)
+        stop_group(proc.popen, grace=5.0)
 
     def addresses(self) -> list[str]:
         """Each node's NodeAddr as Slurm knows it (the node name when Slurm has none)."""
+        if self.dry:
+            return list(self.nodes)
+        if getattr(self, "_addresses", None) is not None:
+            return list(self._addresses)
         out = []
         for node in self.nodes:
             info = _run(["scontrol", "show", "node", "-o", node]).stdout
             addr = next((f.split("=", 1)[1] for f in info.split() if f.startswith("NodeAddr=")), "")
             out.append(addr or node)
-        return out
+        self._addresses = out
+        return list(out)
 
     def _give_back(self) -> None:
         _run(["scancel", self.job_id])
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
 
         def gone():
             state, _ = job_state(self.job_id)
@@ -117,7 +160,11 @@ class SlurmAllocation(Allocation):
         try:
             poll(gone, timeout=30, interval=0.2, backoff=1.5, max_interval=5, what=f"job {self.job_id} to end")
         except PollTimeout as err:
-            raise ClusterError(f"job {self.job_id} still {err.last} 30 s after scancel") from None
+            raise ClusterError(f"job {self.job_id} still {err.last} 30 s after scancel: a node of it does not answer "
+                               f"its controller (`scontrol show job {self.job_id}` and `sinfo -R` name it); what ran "
+                               "there may live on until its slurmd is back, and Slurm then ends it; if it does not "
+                               f"come back, `scancel {self.job_id}` again later or ask the site to drain or reboot "
+                               "the node") from None
 
 
 def job_state(job_id: str) -> tuple[str | None, str]:
@@ -141,6 +188,25 @@ def job_state(job_id: str) -> tuple[str | None, str]:
 class SlurmBackend(Backend):
     name = "slurm"
 
+    @property
+    def containers(self) -> bool:
+        return bool(self.cluster is not None and self.cluster.slurm.pyxis)
+
+    @property
+    def _node_local(self) -> dict[str, str]:
+        return dict(self.cluster.slurm.node_local) if self.cluster is not None else {}
+
+    @property
+    def orphan_after_s(self) -> int:
+        return self.cluster.slurm.orphan_after_s if self.cluster is not None else DEFAULT_ORPHAN_AFTER_S
+
+    def job_script(self, request: AllocationRequest) -> str:
+        return sbatch_script(request, self.orphan_after_s)
+
+    def dry_run(self, request: AllocationRequest) -> Allocation:
+        return SlurmAllocation(request, [f"node{i}" for i in range(request.nodes)], "JOB", dry=True,
+                               node_local=self._node_local)
+
     def unavailable(self) -> str | None:
         if shutil.which("sbatch") is None:
             return "no Slurm client (sbatch) on PATH"
@@ -153,20 +219,22 @@ class SlurmBackend(Backend):
         return None
 
     def allocate(self, request: AllocationRequest, timeout: float = 600.0) -> Allocation:
-        request.workdir.mkdir(parents=True, exist_ok=True)
-        script = request.workdir / f"{request.name}.sbatch"
-        script.write_text(sbatch_script(request))
+        folder = ProfileFolder(request.workdir)
+        script = write_atomic(folder.job_script(request.name), self.job_script(request))
+        beat = Heartbeat(folder.heartbeat(request.name), self.orphan_after_s)   # beating before the job can start
         sub = _run(["sbatch", "--parsable", str(script)])
         if sub.returncode != 0:
+            beat.stop()
             raise ClusterError(f"sbatch {script} failed: {sub.stderr.strip()}")
         job_id = sub.stdout.strip().split(";")[0]
         try:
             nodelist = self._wait_running(job_id, timeout)
             hosts = _run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
         except BaseException:
+            beat.stop()
             _run(["scancel", job_id])
             raise
-        return SlurmAllocation(request, hosts, job_id)
+        return SlurmAllocation(request, hosts, job_id, node_local=self._node_local, heartbeat=beat)
 
     @staticmethod
     def _wait_running(job_id: str, timeout: float) -> str:

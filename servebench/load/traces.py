@@ -79,6 +79,11 @@ def generate(spec: TraceSpec) -> list[dict]:
     return lines
 
 
+def sessions(spec: TraceSpec) -> int:
+    """How many sessions (subagents included) the trace holds."""
+    return len({line["session_id"] for line in generate(spec)})
+
+
 def write(spec: TraceSpec, path: Path) -> dict:
     """Write the JSONL trace; returns a summary (sessions incl. subagents, turns, bytes)."""
     lines = generate(spec)

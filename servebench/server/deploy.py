@@ -19,12 +19,16 @@ from typing import Callable
 
 import httpx
 
-from ..cluster import Allocation
-from ..cluster.base import NodeProcess
-from ..profile import Profile
-from ..poll import Done, PollTimeout, poll
-from . import metrics, readiness
-from .plan import SETUP_SKIPPED, ServerPlan
+from servebench.cluster import Allocation
+from servebench.cluster.base import NodeProcess
+from servebench.core.files import write_json
+from servebench.core.poll import Done, PollTimeout, poll
+from servebench.core.results_folder import ProfileFolder
+from servebench.recipe.profile import Profile
+from servebench.server import counters as metrics
+from servebench.server import machine, readiness
+from servebench.server.containers import preamble_said, unmet_needs
+from servebench.server.plan import ServerPlan
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +36,8 @@ _VLLM_VERSION = re.compile(r"Initializing a V1 LLM engine \(v([0-9][^)\s]*)\)")
 
 
 class ServerError(RuntimeError):
-    """The deployment did not come up, or does not match the recipe; the message says why and where."""
+    """The deployment did not come up, does not match the recipe, or stopped answering; the message says why
+    and where."""
 
 
 @dataclass
@@ -40,26 +45,45 @@ class Deployment:
     profile: Profile
     plan: ServerPlan
     allocation: Allocation
-    log_dir: Path
+    folder: ProfileFolder
     processes: dict[str, NodeProcess] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     ready_seconds: float = 0.0
     tokenizer_dir: Path | None = None    # the model's tokenizer as the load generator's host sees it
-    notes: list[str] = field(default_factory=list)   # setup steps not run, and why
+    notes: list[str] = field(default_factory=list)   # preamble steps not run, and why
+    machine: list[dict] = field(default_factory=list)   # each host's record (servebench.server.machine)
+    machine_extra: dict = field(default_factory=dict)   # a site's pytest_servebench_machine_info fields
+
+    @property
+    def log_dir(self) -> Path:
+        return self.folder.logs
 
     def check(self) -> None:
         """Raise ProcessDied (with the node's log tail) if any server process has exited."""
         self.allocation.check()
 
     def scrape(self, client: httpx.Client | None = None) -> dict[str, metrics.Snapshot]:
-        """One metrics snapshot per metrics URL (one per engine-owning process)."""
+        """One metrics snapshot per metrics URL (one per engine-owning process). A server that does not answer:
+        ProcessDied if one of its processes has exited (that is the news), else ServerError naming the URL."""
         own = client is None
         client = client or httpx.Client(timeout=10)
+        out = {}
         try:
-            return {url: metrics.parse(client.get(url).text, self.plan.model_name) for url in self.plan.metrics_urls}
+            for url in self.plan.metrics_urls:
+                try:
+                    out[url] = metrics.parse(client.get(url).text, self.plan.model_name)
+                except httpx.HTTPError as err:
+                    self.check()
+                    raise ServerError(f"{self.profile.id}: {url} does not answer ({type(err).__name__}: "
+                                      f"{err}); the servers' logs are in {self.log_dir}") from None
+            return out
         finally:
             if own:
                 client.close()
+
+    def counters(self, client: httpx.Client | None = None) -> metrics.Snapshot:
+        """Every engine's counters, summed (one scrape of each metrics URL)."""
+        return metrics.total(list(self.scrape(client).values()))
 
     def wait_idle(self, timeout: float, polls: int = 3, interval: float = 1.0) -> tuple[bool, float]:
         """Wait until every engine has no running or waiting request for ``polls`` consecutive scrapes.
@@ -70,7 +94,7 @@ class Deployment:
         with httpx.Client(timeout=10) as client:
             def probe():
                 self.check()
-                snap = metrics.total(list(self.scrape(client).values()))
+                snap = self.counters(client)
                 streak[0] = streak[0] + 1 if snap.idle else 0
                 return Done(True) if streak[0] >= polls else f"{snap.running:.0f} running, {snap.waiting:.0f} waiting"
             try:
@@ -80,31 +104,42 @@ class Deployment:
         return True, time.monotonic() - start
 
 
-def start(profile: Profile, plan: ServerPlan, allocation: Allocation, log_dir: Path,
+def start(profile: Profile, plan: ServerPlan, allocation: Allocation, folder: ProfileFolder,
           tokenizer_dir: Path | None = None, before_servers: Callable[[Deployment], None] | None = None) -> Deployment:
-    """Launch ``plan`` tier by tier and wait until it serves: the setup steps on every node (to completion),
-    etcd/NATS, ``before_servers(dep)`` (preflight; it raises to stop here), then the frontend and the workers."""
-    dep = prepare(profile, plan, allocation, log_dir, tokenizer_dir)
+    """Launch ``plan`` tier by tier and wait until it serves: etcd/NATS, ``before_servers(dep)`` (preflight; it
+    raises to stop here), each host's machine record, then the frontend and the workers, each running its preamble
+    (setup script, Dynamo install) in its own step first."""
+    dep = prepare(profile, plan, allocation, folder, tokenizer_dir)
     if before_servers is not None:
         before_servers(dep)
+    dep.machine = machine.record(plan, allocation, folder)     # before the servers: a GPU process now is a tenant
     for spec in plan.processes:
-        if spec.role not in ("setup", "infra"):
+        if spec.role != "infra":
             _launch(dep, spec)
     t0 = time.monotonic()
     wait_ready(dep, profile.recipe.health_check.timeout_seconds, profile.recipe.health_check.interval_seconds)
     dep.ready_seconds = time.monotonic() - t0
+    dep.notes += preamble_notes(dep)
     dep.versions = reported_versions(dep)
     check_identity(profile, dep.versions)
     return dep
 
 
-def prepare(profile: Profile, plan: ServerPlan, allocation: Allocation, log_dir: Path,
+def record(profile: Profile, plan: ServerPlan, allocation: Allocation, folder: ProfileFolder) -> Deployment:
+    """A dry allocation's deployment: every process of the plan launched in order, i.e. recorded, none waited for."""
+    dep = Deployment(profile, plan, allocation, folder)
+    for spec in plan.processes:
+        _launch(dep, spec)
+    return dep
+
+
+def prepare(profile: Profile, plan: ServerPlan, allocation: Allocation, folder: ProfileFolder,
             tokenizer_dir: Path | None = None) -> Deployment:
-    """The setup steps (each kind on every node in parallel, in plan order) and etcd/NATS."""
-    dep = Deployment(profile, plan, allocation, log_dir, tokenizer_dir=tokenizer_dir)
-    setup = [p for p in plan.processes if p.role == "setup"]
-    for kind in dict.fromkeys(p.name.rstrip("0123456789") for p in setup):
-        run_steps(dep, [p for p in setup if p.name.rstrip("0123456789") == kind])
+    """What comes before the servers: the plan's check that every process sees what it needs, then etcd/NATS."""
+    unmet = unmet_needs(plan)
+    if unmet:
+        raise ServerError(f"{profile.id}: the plan cannot work as launched:\n" + "\n".join(unmet))
+    dep = Deployment(profile, plan, allocation, folder, tokenizer_dir=tokenizer_dir)
     for spec in plan.processes:
         if spec.role == "infra":
             _launch(dep, spec)
@@ -112,36 +147,16 @@ def prepare(profile: Profile, plan: ServerPlan, allocation: Allocation, log_dir:
 
 
 def _launch(dep: Deployment, spec) -> NodeProcess:
-    proc = dep.allocation.launch(spec.rank, spec.name, list(spec.argv), dict(spec.env),
-                                 dep.log_dir / f"{spec.name}.log", role=spec.role, oneshot=spec.oneshot,
-                                 image=spec.image)
+    proc = dep.allocation.launch(spec.rank, spec.name, list(spec.command), dict(spec.env), dep.folder.log(spec.name),
+                                 role=spec.role, oneshot=spec.oneshot, image=spec.image)
     dep.processes[spec.name] = proc
     return proc
 
 
-def run_steps(dep: Deployment, specs: list, timeout: float | None = None) -> None:
-    """Run one-shot steps in parallel and wait; a failing one stops the deployment naming the step, its node
-    and its log tail (exit 97: the setup script did not run on that node, said why: a note, not a failure)."""
-    procs = [_launch(dep, spec) for spec in specs]
-    limit = timeout or dep.profile.recipe.health_check.timeout_seconds
-    try:
-        poll(lambda: Done(True) if all(not p.alive() for p in procs) else "running", timeout=limit,
-             interval=0.5, backoff=1.5, max_interval=10, what=f"{dep.profile.id} setup steps")
-    except PollTimeout:
-        dep.allocation.stop_all(procs)
-        raise ServerError(f"{dep.profile.id}: setup steps still running after {limit:.0f} s: "
-                          + ", ".join(p.name for p in procs if p.alive())) from None
-    failed = []
-    for proc in procs:
-        code = proc.popen.returncode
-        if code == SETUP_SKIPPED:
-            said = [ln for ln in proc.tail(20).splitlines() if ln.startswith("servebench:")]
-            dep.notes.append(f"{proc.name.rstrip('0123456789')}: {(said or [proc.tail(1)])[-1]}")
-        elif code != 0:
-            failed.append(f"{proc.name} on node {proc.node} exited with {code} ({' '.join(proc.argv[-3:])}); "
-                          f"last lines of {proc.log}:\n{proc.tail(15)}")
-    if failed:
-        raise ServerError(f"{dep.profile.id}: a setup step failed before any server started:\n" + "\n".join(failed))
+def preamble_notes(dep: Deployment) -> list[str]:
+    """What the preambles said they did not run (a setup script on a node without the model), once each."""
+    return list(dict.fromkeys(f"{proc.node}: {line}" for proc in dep.processes.values()
+                              for line in preamble_said(proc.log)[0]))
 
 
 def _json(client: httpx.Client, url: str) -> tuple[int, object]:
@@ -202,21 +217,28 @@ def reported_versions(dep: Deployment) -> dict[str, str]:
     return out
 
 
-def _same_release(reported: str, pinned: str) -> bool:
-    """0.31.0+cpu matches 0.31.0; 1.3.0 does not match 1.3.1."""
-    return reported.split("+")[0] == pinned.split("+")[0]
+def same_release(reported: str, pinned: str) -> bool:
+    """Whether a running component is the pinned release, as PEP 440 versions: 0.31.0+cpu (a local build) is
+    0.31.0, 1.3 is 1.3.0, 1.3.0 is not 1.3.1; a pin with a local part (2.11.0+cu130) must match it too."""
+    from packaging.version import InvalidVersion, Version
+    try:
+        have, want = Version(reported), Version(pinned)
+    except InvalidVersion:
+        return reported.strip() == pinned.strip()
+    return Version(have.public) == Version(want.public) and (want.local is None or have.local == want.local)
 
 
 def check_identity(profile: Profile, versions: dict[str, str]) -> None:
     pinned = profile.recipe.identity.frameworks
     bad = [f"{name}: server reports {versions[name]}, recipe identity.frameworks.{name} says {want}"
-           for name, want in pinned.items() if name in versions and not _same_release(versions[name], want)]
+           for name, want in pinned.items() if name in versions and not same_release(versions[name], want)]
     if bad:
         raise ServerError(f"{profile.id}: running server does not match the recipe: " + "; ".join(bad)
                           + " (fix: use the pinned image/venv, or update identity.frameworks)")
 
 
-def dump(dep: Deployment, path: Path) -> None:
-    path.write_text(json.dumps({"profile": dep.profile.id, "kind": dep.plan.kind, "api_url": dep.plan.api_url,
-                                "ready_seconds": round(dep.ready_seconds, 1), "versions": dep.versions,
-                                "engines": [e.__dict__ for e in dep.plan.engines]}, indent=1))
+def dump(dep: Deployment, folder: ProfileFolder) -> Path:
+    return write_json(folder.deployment, {"profile": dep.profile.id, "kind": dep.plan.kind, "api_url": dep.plan.api_url,
+                                          "ready_seconds": round(dep.ready_seconds, 1), "versions": dep.versions,
+                                          "engines": [e.__dict__ for e in dep.plan.engines],
+                                          "machine": dep.machine, "machine_extra": dep.machine_extra})

@@ -1,15 +1,19 @@
-"""Where a deployment runs: node names and addresses in rank order, ports, paths and environment as the nodes
-see them. The same plan is placed on GB200 nodes, on local Slurm's virtual nodes, or on this machine.
+"""Where a deployment runs: node names and addresses in rank order, paths and environment as the nodes see them,
+and the facts of the backend that holds the nodes (do they share this host, do processes run in containers).
+The same plan is placed on GB200 nodes, on the local Slurm's virtual nodes, or on this machine.
 """
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
-from ..cluster.request import CONTAINER_CONFIGS, model_argument
-from ..profile import Profile
-
+from servebench.cluster import Backend, backend_for
+from servebench.cluster.request import CONTAINER_CONFIGS, TOOLS_IN_CONTAINER, container_mounts, model_argument
+from servebench.tools import FOLDER as TOOLS
+from servebench.core.results_folder import ProfileFolder, ResultsFolder
+from servebench.recipe.profile import Profile
+from servebench.server.steps import ClientSpec, Container
 
 # Run on the node before the server when the cluster file leaves an interface null: the interface of the
 # default route becomes NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME unless already set. A fixed script; the server's
@@ -24,32 +28,15 @@ DETECT_INTERFACES = (
 
 
 @dataclass(frozen=True)
-class Ports:
-    """Base ports; a per-node port adds the node rank, so ranks sharing one host never collide."""
-
-    frontend: int = 8000
-    system: int = 18081          # Dynamo worker system server (/health, /metrics): + node rank
-    dp_rpc: int = 13345
-    master: int = 29500
-    kv_events: int = 20080       # + node rank
-    etcd: int = 2379
-    nats: int = 4222
-
-    def shifted(self, offset: int) -> "Ports":
-        return Ports(**{k: v + offset for k, v in self.__dict__.items()})
-
-
-@dataclass(frozen=True)
 class Placement:
-    """Where a deployment runs: node names and addresses in rank order, ports, and paths as the nodes see them."""
+    """Where a deployment runs: node names and addresses in rank order, and paths as the nodes see them."""
 
     nodes: tuple[str, ...]
     addresses: tuple[str, ...]
     model: str                   # --model argument
-    workdir: str                 # per-profile directory shared by the nodes (logs, discovery store)
+    workdir: str                 # the profile's folder as the nodes see it (logs, discovery store, infra state)
     python: str = "python3"
     vllm_serve: tuple[str, ...] = ("vllm", "serve")
-    ports: Ports = Ports()
     environment: dict[str, str | None] = field(default_factory=dict)   # cluster-wide, None = unset
     node_environment: tuple[dict[str, str], ...] = ()                  # per node rank, workers only
     discovery: str = "etcd"
@@ -60,61 +47,75 @@ class Placement:
     etcd: tuple[str, ...] = ("etcd",)
     nats_server: tuple[str, ...] = ("nats-server",)
     infra_image: str | None = None
+    shares_host: bool = False    # the backend's fact: every node is this machine (ports probed, GPUs split)
+    containers: bool = False     # the backend's fact: processes run in the recipe's image (pyxis)
+    probe_ports: bool = False    # skip ports in use here (a shared host, not a dry run)
+    port_offset: int = 0         # where this session's ports start on a shared host (one block per xdist worker)
+    gpu_cluster: bool = False
+    image: str | None = None     # the container every process runs in (None: the node's own filesystem)
+    mounts: tuple[tuple[str, str], ...] = ()   # what that container sees (host -> inside)
+    tools: str = str(TOOLS)      # servebench/tools as the nodes see it (tools/preamble.py, preflight)
+    client: ClientSpec | None = None   # where the load generator runs, and with what (cluster runtime.client)
 
     @property
     def head(self) -> str:
         return self.addresses[0]
 
+    @property
+    def folder(self) -> ProfileFolder:
+        """The profile's folder as the nodes see it (never resolved on this host)."""
+        return ProfileFolder(PurePosixPath(self.workdir))
+
 
 def placement_for(profile: Profile, nodes: list[str], addresses: list[str], workdir: str, *,
-                  root: str = ".", model_dir: str | None = None, ports: Ports = Ports(), job_id: str = "JOB",
-                  configs: str | None = None) -> Placement:
+                  backend: Backend | None = None, root: str = ".", model_dir: str | None = None, job_id: str = "JOB", configs: str | None = None,
+                  port_offset: int = 0, shares_host: bool = False, probe_ports: bool = False) -> Placement:
     """A placement from the cluster description; relative interpreter paths are taken from ``root`` (the repo).
-    ``configs``: the recipes' configs/ folder (setup scripts); with pyxis it is mounted at /configs."""
+    ``configs``: the recipes' configs/ folder (setup scripts); in a container it is mounted at /configs."""
+    backend = backend or backend_for(profile.cluster)
     rt = profile.cluster.runtime
-    if profile.cluster.slurm.pyxis and profile.recipe.model.container:
+    in_image = backend.containers and bool(profile.recipe.model.container)
+    if in_image:
         configs = CONTAINER_CONFIGS
 
     def local_path(arg: str) -> str:
         return f"{root.rstrip('/')}/{arg}" if arg.startswith(".") and "/" in arg else arg
 
     net = profile.cluster.network
+    model = model_argument(profile, backend.containers, model_dir)[0]
+    image = profile.recipe.model.container if in_image else None
+    mounts = tuple(container_mounts(profile, backend.containers, model_dir, workdir).items()) if in_image else ()
+    client = client_for(profile, nodes[0], workdir, local_path, model, model_dir,
+                        Container(rt.client.image or image, mounts) if image or rt.client.image else Container(),
+                        TOOLS_IN_CONTAINER if in_image else str(TOOLS))
     return Placement(
-        nodes=tuple(nodes), addresses=tuple(addresses), model=model_argument(profile, model_dir)[0],
+        nodes=tuple(nodes), addresses=tuple(addresses),
+        model=model,
         workdir=workdir, python=local_path(rt.python), vllm_serve=tuple(local_path(a) for a in rt.vllm_serve),
-        ports=ports, environment=dict(rt.environment), discovery=rt.discovery,
+        environment=dict(rt.environment), discovery=rt.discovery,
         node_environment=tuple(dict(e) for e in rt.node_environment),
         interfaces=(net.nccl_socket_ifname, net.gloo_socket_ifname), job_id=job_id,
         configs=configs or "configs", dynamo_install=rt.dynamo_install,
         etcd=tuple(local_path(a) for a in rt.infra.etcd),
-        nats_server=tuple(local_path(a) for a in rt.infra.nats_server), infra_image=rt.infra.image)
+        nats_server=tuple(local_path(a) for a in rt.infra.nats_server), infra_image=rt.infra.image,
+        shares_host=shares_host, containers=backend.containers, port_offset=port_offset,
+        probe_ports=probe_ports, gpu_cluster=profile.cluster.kind == "gpu",
+        image=image, mounts=mounts, tools=TOOLS_IN_CONTAINER if in_image else str(TOOLS), client=client)
 
 
-def dry_placement(profile: Profile) -> Placement:
-    """Placeholder node names for rendering without an allocation."""
-    from ..models import GENERATED, cached_path   # the generated model's cache path (no generation here)
-
-    n = profile.recipe.resources.total_nodes
-    alias = profile.recipe.model.path
-    model_dir = str(cached_path(alias)) if alias in GENERATED else None
-    if profile.cluster.backend == "local":
-        names = [f"local{i}" for i in range(n)]
-        return placement_for(profile, names, ["127.0.0.1"] * n, f"results/{profile.id}", model_dir=model_dir)
-    names = [f"node{i}" for i in range(n)]
-    return placement_for(profile, names, names, f"results/{profile.id}", model_dir=model_dir)
-
-
-def free_ports(nodes: int, start: int = 0) -> Ports:
-    """A Ports block (offset by multiples of 50 from ``start``) where nothing on this host listens."""
-    for step in range(start, start + 1000, 50):
-        ports = Ports().shifted(step)
-        wanted = [ports.frontend, ports.dp_rpc, ports.master, ports.etcd, ports.etcd + 1, ports.nats,
-                  *(ports.system + r for r in range(nodes)), *(ports.kv_events + r for r in range(nodes))]
-        try:
-            for port in wanted:
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return ports
-    raise RuntimeError(f"no free block of ports from offset {start}")
+def client_for(profile: Profile, head: str, workdir: str, local_path, node_model: str, model_dir: str | None,
+               container: Container, node_tools: str) -> ClientSpec:
+    """Where the load generator runs (cluster ``runtime.client``), with every path as it sees it: on the head node
+    the model is the servers' (``--model``, /model in a container); on the login host it is the path this host
+    was given, which a node-local model directory is not (the tokenizer step then says so, before any point)."""
+    c = profile.cluster.runtime.client
+    cache = c.cache or str(ResultsFolder(PurePosixPath(workdir).parent).hf_cache)
+    executable = tuple(local_path(a) for a in c.executable) if c.executable else None
+    if c.placement == "login":
+        alias = profile.recipe.model.path.removeprefix("hf:")
+        model = model_dir or profile.cluster.runtime.model_paths.get(alias) or alias
+        return ClientSpec("login", "login", local_path(c.python), str(TOOLS), executable, cache, c.tmpdir,
+                          model if model.startswith("/") else None)
+    return ClientSpec("head", head, local_path(c.python), node_tools if container.image else str(TOOLS), executable,
+                      cache, c.tmpdir, node_model if node_model.startswith("/") else None, container,
+                      c.image, tuple(c.install))

@@ -7,15 +7,19 @@ ranks, one process per DP rank); this module renders them for the recipe's front
   one ``dynamo.vllm`` worker per node, plus etcd + NATS there when the cluster's discovery is ``etcd``;
 * ``frontend.type: vllm`` - ``vllm serve`` per node, whose rank-0 process is the API server.
 
-Before any of them, on every node, the launch steps srt-slurm runs as a worker's preamble, here as their own
-steps that must finish first: the recipe's ``setup_script`` (from the configs/ folder beside the recipes) and
-``dynamo.install`` (the pinned Dynamo into the worker's environment). Environment values and flags listed in
+Each of them starts with the launch preamble srt-slurm runs before a worker or frontend, in the same step and so in the
+same container: the recipe's ``setup_script`` (from the configs/ folder beside the recipes) and ``dynamo.install``
+(the pinned Dynamo into the process's environment). With pyxis an unnamed container vanishes with its step, so a
+preamble run as a step of its own would leave nothing behind for the process (servebench.server.containers checks
+every plan for that). Environment values and flags listed in
 ``profile.templates`` get ``{job_id}``, ``{node}``, ``{node_rank}``, ``{head_node}`` and ``{result_dir}`` filled per
 node here, so no placeholder reaches a process.
 
 Nothing here starts a process: the plan is data, rendered by ``servebench render`` and launched by
 :mod:`servebench.server.deploy`. The same code plans GB200 and local deployments; only the
-:class:`~servebench.server.placement.Placement` differs.
+:class:`~servebench.server.placement.Placement` differs. Every port comes from one
+:class:`~servebench.server.ports.PortAllocator` per plan (on a host that stands in for several nodes it skips
+ports in use here: the only I/O of planning).
 """
 
 from __future__ import annotations
@@ -24,31 +28,41 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..flags import SUITE_PLACEHOLDERS, canonical
-from ..profile import Profile
-from ..topology import LAUNCHER_FLAGS, NodeRole
-from .placement import DETECT_INTERFACES, Placement
+from servebench.recipe.flags import canonical
+from servebench.recipe.profile import Profile
+from servebench.recipe.topology import LAUNCHER_FLAGS, NodeRole
+from servebench.server.environment import dynamo_env, fill_env, fill_flags, network_env, node_env
+from servebench.server.placement import DETECT_INTERFACES, Placement
+from servebench.server.steps import ClientSpec, Container
+from servebench.server.ports import PortAllocator
+from servebench.tools import preamble_command
 
 
 @dataclass(frozen=True)
 class ProcSpec:
     rank: int                    # node rank the process runs on
-    name: str                    # setup<r> | dynamo-install<r> | etcd | nats | frontend | worker<r>
-    role: str                    # setup | infra | frontend | worker | headless
-    argv: tuple[str, ...]
+    name: str                    # etcd | nats | frontend | worker<r>
+    role: str                    # infra | frontend | worker | headless
+    argv: tuple[str, ...]        # the process itself (what the real parsers judge)
     env: dict[str, str | None]
     image: str | None = None     # pyxis: run in this image instead of the allocation's (etcd/NATS images)
+    preamble: tuple[dict, ...] = ()          # steps run first, in the same step and container (tools/preamble.py)
+    container: Container = Container()
+    needs: frozenset[str] = frozenset()      # what must exist before it runs: "setup" (the setup script ran), "dynamo"
+    runner: tuple[str, ...] = ()             # (interpreter, servebench/tools) as the node sees them
 
     @property
     def oneshot(self) -> bool:
-        return self.role == "setup"
+        return False
 
+    @property
+    def makes(self) -> frozenset[str]:
+        return frozenset(step["name"] for step in self.preamble)
 
-# Runs the setup script only where the model directory exists (it reads the model); exit 97 = not run, said why.
-# A fixed script: the model path and the command follow as arguments, so nothing is spliced into shell text.
-SETUP_GUARD = ("sh", "-c", 'test -e "$1" || { echo "servebench: $1 does not exist on this node: setup script '
-               'not run" >&2; exit 97; }; shift; exec "$@"', "servebench-setup")
-SETUP_SKIPPED = 97
+    @property
+    def command(self) -> tuple[str, ...]:
+        """What the step runs: the preamble runner with its steps, then the process (or the process alone)."""
+        return tuple(preamble_command(*self.runner, self.preamble, self.argv)) if self.preamble else self.argv
 
 
 @dataclass(frozen=True)
@@ -70,6 +84,8 @@ class ServerPlan:
     engines: tuple[Engine, ...]
     health_urls: tuple[str, ...]  # per registering process (Dynamo worker system /health, or vLLM /health)
     expected_instances: int      # Dynamo: `generate` instances the frontend must list; vLLM: API servers
+    infra: tuple[tuple[str, str, int], ...] = ()   # (what, host, port) of etcd / NATS, when the plan starts them
+    client: ClientSpec | None = None               # where the load generator runs (Placement.client)
 
     @property
     def metrics_urls(self) -> list[str]:
@@ -99,11 +115,12 @@ def cli_args(flags: dict[str, Any]) -> list[str]:
     return argv
 
 
-def topology_args(role: NodeRole, profile: Profile, where: Placement) -> list[str]:
-    """The per-node flags of one role (the launcher owns these: topology.LAUNCHER_FLAGS). Workers of an
-    agg_workers > 1 deployment each have their own head node and ports."""
+def topology_args(role: NodeRole, profile: Profile, where: Placement, ports: PortAllocator) -> list[str]:
+    """The per-node flags of one role (the launcher owns these: topology.LAUNCHER_FLAGS). Each worker of an
+    agg_workers > 1 deployment has its own head node and its own master and DP RPC ports there."""
     f, topo, head = profile.flags, profile.topology, where.addresses[role.head]
-    dp_rpc = str(int(f.value("data-parallel-rpc-port") or where.ports.dp_rpc) + role.worker)
+    worker = f"worker{role.worker}"
+    dp_rpc = str(ports.take("dp_rpc", head, key=worker))
     if role.mode == "dp_rank":
         return ["--data-parallel-rank", str(role.rank - role.head), "--data-parallel-address", head,
                 "--data-parallel-rpc-port", dp_rpc]
@@ -112,13 +129,20 @@ def topology_args(role: NodeRole, profile: Profile, where: Placement) -> list[st
                 str(role.dp_start), "--data-parallel-address", head, "--data-parallel-rpc-port", dp_rpc,
                 "--data-parallel-hybrid-lb"]
     if role.mode in ("leader", "headless"):
-        master = int(f.value("master-port") or where.ports.master) + role.worker
-        argv = ["--master-addr", head, "--master-port", str(master), "--nnodes", str(role.worker_nodes),
-                "--node-rank", str(role.rank - role.head)]
+        argv = ["--master-addr", head, "--master-port", str(ports.take("master", head, key=worker)),
+                "--nnodes", str(role.worker_nodes), "--node-rank", str(role.rank - role.head)]
         if topo.dp > 1 or f.dp_given:
             argv += ["--data-parallel-address", head, "--data-parallel-rpc-port", dp_rpc]
         return argv + (["--headless"] if role.mode == "headless" else [])
     return []
+
+
+def allocator(profile: Profile, where: Placement) -> PortAllocator:
+    """The plan's port allocator; a port the recipe chooses (master-port, data-parallel-rpc-port) starts its kind."""
+    bases = {kind: int(profile.flags.value(flag)) for kind, flag in (("master", "master-port"),
+                                                                     ("dp_rpc", "data-parallel-rpc-port"))
+             if str(profile.flags.value(flag) or "").isdigit()}
+    return PortAllocator(probe=where.probe_ports, offset=where.port_offset, bases=bases)
 
 
 def plan(profile: Profile, where: Placement) -> ServerPlan:
@@ -126,12 +150,20 @@ def plan(profile: Profile, where: Placement) -> ServerPlan:
     r, topo = profile.recipe, profile.topology
     if len(where.nodes) < topo.nodes:
         raise ValueError(f"{profile.id} needs {topo.nodes} nodes, placement has {len(where.nodes)}")
+    ports = allocator(profile, where)
     name = profile.served_model_name
     kind = "vllm" if r.frontend.type == "vllm" else "dynamo"
+    head = where.head
+    api = ports.take("frontend", head)
+    infra = []
+    if kind == "dynamo" and where.discovery == "etcd":
+        infra = [("etcd", head, ports.take("etcd", head)), ("etcd-peer", head, ports.take("etcd_peer", head)),
+                 ("nats", head, ports.take("nats", head))]
     common_env = {**where.environment, **r.environment}
     if kind == "dynamo":
-        common_env.update(_dynamo_env(profile, where))
-    base_env = {**common_env, **r.backend.aggregated_environment, **_network_env(where)}
+        common_env.update(dynamo_env(profile, where, *(next((p for w, _, p in infra if w == what), None)
+                                                        for what in ("etcd", "nats"))))
+    base_env = {**common_env, **r.backend.aggregated_environment, **network_env(where)}
 
     engine_flags = {k: v for k, v in profile.flags.raw.items() if canonical(k) not in LAUNCHER_FLAGS}
     procs: list[ProcSpec] = []            # servers; setup steps and infra go before them
@@ -139,67 +171,72 @@ def plan(profile: Profile, where: Placement) -> ServerPlan:
         engine_flags = {**engine_flags, "kv-transfer-config": _connector_json(r.backend.connector)}
     engines: list[Engine] = []
     health: list[str] = []
-    head = where.head
+    container = Container(where.image, where.mounts)
+    runner = (where.python, where.tools)
     for index, role in enumerate(topo.roles):
-        rank, headless = role.rank, role.mode == "headless"
+        rank, headless, host = role.rank, role.mode == "headless", where.addresses[role.rank]
         env = node_env(profile, where, base_env, rank)
         flags = fill_flags(profile, where, rank, engine_flags)
         if kind == "dynamo":
-            sysport = where.ports.system + index
             argv = [where.python, "-m", "dynamo.vllm", "--model", where.model, "--served-model-name", name]
+            metrics = ""
             if not headless:
+                sysport = ports.take("system", host)
                 env["DYN_SYSTEM_PORT"] = str(sysport)
-                kv = _kv_events(profile, where, index)
+                kv = _kv_events(profile, role, host, ports)
                 if kv:
                     argv += ["--kv-events-config", kv]
-                health.append(f"http://{where.addresses[rank]}:{sysport}/health")
-            metrics = f"http://{where.addresses[rank]}:{sysport}/metrics"
+                health.append(f"http://{host}:{sysport}/health")
+                metrics = f"http://{host}:{sysport}/metrics"
         else:
             argv = [*where.vllm_serve, "--model", where.model, "--served-model-name", name]
             if rank == 0:
-                argv += ["--host", "0.0.0.0" if topo.nodes > 1 else head, "--port", str(where.ports.frontend)]
-                health.append(f"http://{head}:{where.ports.frontend}/health")
-            metrics = f"http://{head}:{where.ports.frontend}/metrics"
-        argv += topology_args(role, profile, where) + cli_args(flags)
-        cl = profile.cluster
-        if cl.backend == "local" and cl.kind == "gpu":   # one host standing in for the nodes: split its GPUs
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, role.host_devices(cl.gpus_per_node)))
+                argv += ["--host", "0.0.0.0" if topo.nodes > 1 else head, "--port", str(api)]
+                health.append(f"http://{head}:{api}/health")
+            metrics = f"http://{head}:{api}/metrics"
+        argv += topology_args(role, profile, where, ports) + cli_args(flags)
+        if where.shares_host and where.gpu_cluster:   # one host standing in for the nodes: split its GPUs
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, role.host_devices(profile.cluster.gpus_per_node)))
         elif role.devices is not None:        # a worker on a slice of the node's GPUs (agg_workers > 1)
             argv = ["env", "CUDA_VISIBLE_DEVICES=" + ",".join(map(str, role.devices)), *argv]
         if topo.nodes > 1 and None in where.interfaces:
             argv = [*DETECT_INTERFACES, *argv]
-        procs.append(ProcSpec(rank, f"worker{index}", "headless" if headless else "worker", tuple(argv), env))
+        steps, needs = preamble(profile, where, env)
+        procs.append(ProcSpec(rank, f"worker{index}", "headless" if headless else "worker", tuple(argv), env,
+                              preamble=steps, container=container, needs=needs, runner=runner))
         engines += [Engine(d, rank, metrics, str(d)) for d in role.dp_ranks]
 
     if kind == "dynamo":
         front_env = fill_env(profile, where, 0, {**common_env, **(r.frontend.env or {})}, ("environment", "frontend.env"))
         argv = [where.python, "-m", "dynamo.frontend", "--http-host", "0.0.0.0" if topo.nodes > 1 else head,
-                "--http-port", str(where.ports.frontend), *_frontend_args(r.frontend.args or {})]
-        procs.insert(0, ProcSpec(0, "frontend", "frontend", tuple(argv), front_env))
-        if where.discovery == "etcd":
-            procs[:0] = _infra(where)
+                "--http-port", str(api), *_frontend_args(r.frontend.args or {})]
+        steps, needs = preamble(profile, where, front_env)
+        procs.insert(0, ProcSpec(0, "frontend", "frontend", tuple(argv), front_env, preamble=steps,
+                                 container=container, needs=needs, runner=runner))
+        if infra:
+            procs[:0] = _infra(where, {what: port for what, _, port in infra})
         expected = topo.registering
     else:
         expected = 1
-    procs[:0] = setup_steps(profile, where, base_env)
-    return ServerPlan(kind, name, f"http://{head}:{where.ports.frontend}", tuple(procs), tuple(engines),
-                      tuple(health), expected)
+    return ServerPlan(kind, name, f"http://{head}:{api}", tuple(procs), tuple(engines), tuple(health), expected,
+                      tuple((w, h, p) for w, h, p in infra if w != "etcd-peer"), where.client)
 
 
-def setup_steps(profile: Profile, where: Placement, base_env: dict) -> list[ProcSpec]:
-    """Per node, before any server: the recipe's setup script, then the pinned Dynamo install."""
-    r, steps = profile.recipe, []
-    for rank in range(profile.topology.nodes):
-        env = node_env(profile, where, base_env, rank)
-        if r.setup_script:
-            script = f"{where.configs.rstrip('/')}/{r.setup_script}"
-            steps.append(ProcSpec(rank, f"setup{rank}", "setup",
-                                  (*SETUP_GUARD, where.model, "bash", script), {**env, "SERVEBENCH_MODEL": where.model}))
-        if r.frontend.type != "vllm" and r.dynamo.install and where.dynamo_install:
-            steps.append(ProcSpec(rank, f"dynamo-install{rank}", "setup",
-                                  (where.python, "-m", "pip", "install", "--no-input", *dynamo_requirements(profile)),
-                                  env))
-    return steps
+def preamble(profile: Profile, where: Placement, env: dict) -> tuple[tuple[dict, ...], frozenset[str]]:
+    """The launch preamble a worker or frontend runs in its own step (srt-slurm's), and what the process needs of
+    it: the recipe's setup script (only where the model directory exists: it reads the model), then the Dynamo
+    install."""
+    r, steps, needs = profile.recipe, [], set()
+    if r.setup_script:
+        script = f"{where.configs.rstrip('/')}/{r.setup_script}"
+        steps.append({"name": "setup", "argv": ["bash", script], "unless_missing": where.model,
+                      "env": {"SERVEBENCH_MODEL": where.model}})
+        needs.add("setup")
+    if r.frontend.type != "vllm" and r.dynamo.install and where.dynamo_install:
+        steps.append({"name": "dynamo", "argv": [where.python, "-m", "pip", "install", "--no-input",
+                                                 *dynamo_requirements(profile)]})
+        needs.add("dynamo")
+    return tuple(steps), frozenset(needs)
 
 
 def dynamo_requirements(profile: Profile) -> list[str]:
@@ -210,38 +247,6 @@ def dynamo_requirements(profile: Profile) -> list[str]:
     if d.hash or d.top_of_tree:
         return [f"ai-dynamo @ git+https://github.com/ai-dynamo/dynamo.git@{d.hash or 'main'}"]
     return [f"ai-dynamo=={d.version}", f"ai-dynamo-runtime=={d.version}"]
-
-
-def _values(where: Placement, rank: int) -> dict[str, str]:
-    return {"job_id": where.job_id, "node": where.nodes[rank], "node_rank": str(rank), "head_node": where.nodes[0],
-            "result_dir": where.workdir}
-
-
-def _fill(text: str, values: dict[str, str]) -> str:
-    for name in SUITE_PLACEHOLDERS:       # plain replacement: no format(), so other braces stay literal
-        text = text.replace("{" + name + "}", values[name])
-    return text
-
-
-def fill_env(profile: Profile, where: Placement, rank: int, env: dict, blocks: tuple[str, ...]) -> dict:
-    """``env`` with the values of keys listed in profile.templates (e.g. environment.LOG_DIR) filled for ``rank``."""
-    wanted = {t.rpartition(".")[2] for t in profile.spec.templates if t.rpartition(".")[0] in blocks}
-    values = _values(where, rank)
-    return {k: _fill(v, values) if k in wanted and isinstance(v, str) else v for k, v in env.items()}
-
-
-def fill_flags(profile: Profile, where: Placement, rank: int, flags: dict) -> dict:
-    prefix = "backend.vllm_config.aggregated."
-    wanted = {canonical(t[len(prefix):]) for t in profile.spec.templates if t.startswith(prefix)}
-    values = _values(where, rank)
-    return {k: _fill(v, values) if canonical(k) in wanted and isinstance(v, str) else v for k, v in flags.items()}
-
-
-def node_env(profile: Profile, where: Placement, base_env: dict, rank: int) -> dict:
-    env = dict(base_env)
-    if rank < len(where.node_environment):
-        env.update(where.node_environment[rank])
-    return fill_env(profile, where, rank, env, ("environment", "backend.aggregated_environment"))
 
 
 def _frontend_args(args: dict[str, Any]) -> list[str]:
@@ -260,8 +265,9 @@ def _connector_json(connector: str) -> dict | str:
     return presets.get(connector.lower(), connector)
 
 
-def _kv_events(profile: Profile, where: Placement, rank: int) -> str | None:
-    """KV events for the KV router: vLLM's publisher must bind a wildcard endpoint, never a host address."""
+def _kv_events(profile: Profile, role: NodeRole, host: str, ports: PortAllocator) -> str | None:
+    """KV events for the KV router: vLLM's publisher binds a wildcard endpoint (never a host address), on the
+    endpoint's port + the engine's global DP index, so each process gets a block of ports, one per DP rank."""
     cfg = profile.recipe.backend.kv_events_config
     args = profile.recipe.frontend.args or {}
     if cfg is None and not (args.get("router-mode") == "kv" and args.get("router-kv-events", True)):
@@ -271,42 +277,21 @@ def _kv_events(profile: Profile, where: Placement, rank: int) -> str | None:
     payload = {"enable_kv_cache_events": True, "publisher": "zmq"}
     if isinstance(cfg, dict):
         payload.update(cfg)
-    payload["endpoint"] = f"tcp://*:{where.ports.kv_events + rank}"
+    block = ports.take("kv_events", host, count=max(1, len(role.dp_ranks)))
+    payload["endpoint"] = f"tcp://*:{block - min(role.dp_ranks, default=0)}"
     return json.dumps(payload, separators=(",", ":"))
 
 
-def _dynamo_env(profile: Profile, where: Placement) -> dict[str, str]:
-    d = profile.recipe.dynamo
-    env = {"DYN_REQUEST_PLANE": d.request_plane}
-    if d.event_plane:
-        env["DYN_EVENT_PLANE"] = d.event_plane
-    if where.discovery == "etcd":
-        env.update({"ETCD_ENDPOINTS": f"http://{where.head}:{where.ports.etcd}",
-                    "NATS_SERVER": f"nats://{where.head}:{where.ports.nats}"})
-    else:
-        env.update({"DYN_DISCOVERY_BACKEND": "file", "DYN_FILE_KV": f"{where.workdir}/dynamo-discovery"})
-    return env
-
-
-def _network_env(where: Placement) -> dict[str, str]:
-    """NCCL/Gloo interfaces from the cluster description; unset ones are detected on the node at launch."""
-    nccl, gloo = where.interfaces
-    env = {}
-    if nccl:
-        env["NCCL_SOCKET_IFNAME"] = nccl
-    if gloo:
-        env["GLOO_SOCKET_IFNAME"] = gloo
-    return env
-
-
-def _infra(where: Placement) -> list[ProcSpec]:
-    head, p = where.head, where.ports
-    state = f"{where.workdir}/infra-{where.job_id}"      # fresh per allocation: no member of an earlier run
-    etcd = [*where.etcd, "--name", "servebench", "--data-dir", f"{state}/etcd",
-            "--listen-client-urls", f"http://0.0.0.0:{p.etcd}", "--advertise-client-urls", f"http://{head}:{p.etcd}",
-            "--listen-peer-urls", f"http://0.0.0.0:{p.etcd + 1}",
-            "--initial-advertise-peer-urls", f"http://{head}:{p.etcd + 1}",
-            "--initial-cluster", f"servebench=http://{head}:{p.etcd + 1}"]
-    nats = [*where.nats_server, "-js", "-p", str(p.nats), "-sd", f"{state}/nats"]
-    return [ProcSpec(0, "etcd", "infra", tuple(etcd), {}, where.infra_image),
-            ProcSpec(0, "nats", "infra", tuple(nats), {}, where.infra_image)]
+def _infra(where: Placement, port: dict[str, int]) -> list[ProcSpec]:
+    head = where.head
+    folder = where.folder                   # infra state is fresh per allocation: no member of an earlier run
+    etcd = [*where.etcd, "--name", "servebench", "--data-dir", str(folder.etcd_data(where.job_id)),
+            "--listen-client-urls", f"http://0.0.0.0:{port['etcd']}",
+            "--advertise-client-urls", f"http://{head}:{port['etcd']}",
+            "--listen-peer-urls", f"http://0.0.0.0:{port['etcd-peer']}",
+            "--initial-advertise-peer-urls", f"http://{head}:{port['etcd-peer']}",
+            "--initial-cluster", f"servebench=http://{head}:{port['etcd-peer']}"]
+    nats = [*where.nats_server, "-js", "-p", str(port["nats"]), "-sd", str(folder.nats_data(where.job_id))]
+    infra = Container(where.infra_image or where.image, where.mounts)      # srun gives every container step the mounts
+    return [ProcSpec(0, "etcd", "infra", tuple(etcd), {}, where.infra_image, container=infra),
+            ProcSpec(0, "nats", "infra", tuple(nats), {}, where.infra_image, container=infra)]

@@ -12,7 +12,7 @@ still waiting for. Tests feed it recorded bodies.
 
 from __future__ import annotations
 
-from .plan import ServerPlan
+from servebench.server.plan import ServerPlan
 
 Answer = tuple[int, object]
 

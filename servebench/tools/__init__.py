@@ -1,8 +1,30 @@
-"""Stand-alone programs servebench runs with *another* interpreter (the serving venv, a cluster image), so they
-import nothing from servebench: :data:`FLAG_TABLE` writes flag tables and parses argv with the real parsers;
-:data:`PREFLIGHT` checks one allocated node before any server starts."""
+"""Stand-alone programs servebench runs with *another* interpreter (the serving venv, a cluster image, AIPerf's
+venv), so they import nothing from servebench: :data:`FLAG_TABLE` writes flag tables and parses argv with the real
+parsers; :data:`PREFLIGHT` checks one allocated node before any server starts; :data:`PREAMBLE` runs a process's
+launch preamble in its own step; :data:`TOKENIZER_CACHE` puts a model's tokenizer into an offline HF cache where the
+client runs; :data:`CLIENT_CHECK` checks the client's environment there; :data:`STAGE` stages a public corpus; :data:`MACHINE_INFO` records what a node is."""
 
+import json
 from pathlib import Path
 
 FLAG_TABLE = Path(__file__).with_name("flag_table.py")
 PREFLIGHT = Path(__file__).with_name("preflight_node.py")
+TINY_MODEL = Path(__file__).with_name("tiny_model.py")
+PREAMBLE = Path(__file__).with_name("preamble.py")
+TOKENIZER_CACHE = Path(__file__).with_name("tokenizer_cache.py")
+CLIENT_CHECK = Path(__file__).with_name("client_check.py")
+STAGE = Path(__file__).with_name("stage.py")
+MACHINE_INFO = Path(__file__).with_name("machine_info.py")
+FOLDER = Path(__file__).resolve().parent
+
+
+def in_folder(tools: str, tool: Path) -> str:
+    """A tool's path where servebench/tools is ``tools`` (a container's mount, or this checkout)."""
+    return f"{tools.rstrip('/')}/{tool.name}"
+
+
+def preamble_command(python: str, tools: str, steps: list[dict] | tuple[dict, ...], argv) -> list[str]:
+    """The argv that runs ``steps`` (tools/preamble.py's) and then becomes ``argv``; ``argv`` alone without steps."""
+    if not steps:
+        return list(argv)
+    return [python, in_folder(tools, PREAMBLE), json.dumps(list(steps), separators=(",", ":")), "--", *argv]

@@ -68,6 +68,60 @@ def types(parser) -> dict[str, dict]:
     return dict(sorted(out.items()))
 
 
+_BOUNDS = {"Gt": "gt", "Ge": "ge", "Lt": "lt", "Le": "le"}
+
+
+def _bounds(info) -> dict:
+    return {_BOUNDS[type(m).__name__]: getattr(m, _BOUNDS[type(m).__name__]) for m in getattr(info, "metadata", [])
+            if type(m).__name__ in _BOUNDS}
+
+
+def _field_kind(annotation) -> str:
+    """A config field's JSON kind: int, float, bool, str, list[int], list[float], list[str], list, dict or any."""
+    import typing
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Union or type(annotation).__name__ == "UnionType":
+        kinds = {_field_kind(a) for a in args if a is not type(None)}
+        return kinds.pop() if len(kinds) == 1 else "any"
+    if origin is list:
+        inner = _field_kind(args[0]) if args else "any"
+        return f"list[{inner}]" if inner in ("int", "float", "str") else "list"
+    if origin is dict or annotation is dict:
+        return "dict"
+    return {int: "int", float: "float", bool: "bool", str: "str"}.get(annotation, "any")
+
+
+def engine_limits() -> tuple[dict[str, dict], dict[str, dict]]:
+    """What vLLM's own engine configuration refuses at start-up, read from its config classes (pydantic
+    dataclasses): the bounds of each numeric engine argument (``--block-size``: gt 0), and for each JSON argument
+    that is a config class (``--compilation-config``) its fields' kinds and bounds and whether unknown keys are
+    refused. Empty when this interpreter has no vLLM."""
+    try:
+        import dataclasses
+        import inspect
+
+        import vllm.config as vc
+        from vllm.engine.arg_utils import EngineArgs
+    except Exception:  # noqa: BLE001 - a Dynamo-only or vLLM-less interpreter
+        return {}, {}
+    classes = [c for _, c in inspect.getmembers(vc, inspect.isclass) if getattr(c, "__pydantic_fields__", None)]
+    bounds, objects = {}, {}
+    for f in dataclasses.fields(EngineArgs):
+        flag = "--" + f.name.replace("_", "-")
+        if inspect.isclass(f.type) and f.type in classes:
+            fields = f.type.__pydantic_fields__
+            objects[flag] = {"config": f.type.__name__,
+                             "extra": (getattr(f.type, "__pydantic_config__", None) or {}).get("extra", "ignore"),
+                             "fields": {n: {"kind": _field_kind(i.annotation), **_bounds(i)} for n, i in
+                                        sorted(fields.items())}}
+            continue
+        found = [_bounds(c.__pydantic_fields__[f.name]) for c in classes if f.name in c.__pydantic_fields__]
+        found = [b for b in found if b]
+        if found:
+            bounds[flag] = found[0]
+    return bounds, objects
+
+
 def dynamo_worker_parsers() -> list:
     from dynamo.vllm import args as dargs
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -174,10 +228,18 @@ def main() -> None:
     }
     builders = {"vllm serve": vllm_serve_parsers, "dynamo.vllm": dynamo_worker_parsers if dynamo else list,
                 "dynamo.frontend": dynamo_frontend_parsers if dynamo else list}
+    bounds, objects = engine_limits()
     for entrypoint, build in builders.items():
         parsers = build()
         table["entrypoints"][entrypoint] = sorted({o for p in parsers for o in long_options(p)})
-        table["types"][entrypoint] = {k: v for p in reversed(parsers) for k, v in types(p).items()}
+        found = {k: dict(v) for p in reversed(parsers) for k, v in types(p).items()}
+        if entrypoint != "dynamo.frontend":         # the engine's own limits, where the engine parses the flag
+            for flag, spec in found.items():
+                if flag in bounds and spec["kind"] in ("int", "float", "size"):
+                    spec["bounds"] = bounds[flag]
+                if flag in objects and spec["kind"] in ("json", "any"):
+                    spec["object"] = objects[flag]
+        table["types"][entrypoint] = found
     out = args.out
     if out.endswith("/") or os.path.isdir(out):          # a folder: <table name>.json in it
         out = os.path.join(out, table["name"] + ".json")

@@ -1,0 +1,65 @@
+"""The sweep matrix: every (profile, concurrency) point, as pytest cases and as JSON, with the allocation it runs in:
+all of a profile's points share one, unless ``profile.allocations: fit`` splits them to fit the job's time limit
+(servebench.catalog.budget)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servebench.catalog.budget import budget
+from servebench.catalog.loader import Catalog
+from servebench.recipe.profile import Profile
+
+
+@dataclass(frozen=True)
+class Point:
+    profile: Profile
+    concurrency: int
+    allocation: int = 0          # which of the profile's allocations holds it (0 unless split to fit)
+    allocations: int = 1         # how many the profile's points are split into
+
+    @property
+    def id(self) -> str:
+        return self.profile.case_id(self.concurrency)
+
+    @property
+    def allocation_key(self) -> str:
+        """The allocation this point runs in: the profile id, with the part when the points are split."""
+        return self.profile.id if self.allocations == 1 else f"{self.profile.id}#{self.allocation + 1}"
+
+    @property
+    def markers(self) -> list[str]:
+        return self.profile.cluster.markers + (["offload"] if self.profile.offload else [])
+
+    def as_dict(self) -> dict:
+        p = self.profile
+        return {
+            "id": self.id,
+            "profile": p.id,
+            "file": p.file,
+            "cluster": p.cluster.name,
+            "concurrency": self.concurrency,
+            "layout": p.spec.layout.model_dump(),
+            "gpus": p.topology.gpus,
+            "labels": p.spec.labels.model_dump(by_alias=True),
+            "markers": self.markers,
+            "recipe_fingerprint": p.fingerprint,
+            "allocation": self.allocation_key,
+        }
+
+
+def split(profile: Profile) -> list[Point]:
+    """A profile's points in order, each with its allocation."""
+    sizes = [len(profile.spec.concurrency)]
+    if profile.spec.allocations == "fit":
+        b = budget(profile)
+        sizes = b.allocations() if b.limit_s is not None and not b.fits else sizes
+    out, conc = [], list(profile.spec.concurrency)
+    for k, n in enumerate(sizes):
+        out += [Point(profile, c, k, len(sizes)) for c in conc[:n]]
+        conc = conc[n:]
+    return out
+
+
+def points(catalog: Catalog) -> list[Point]:
+    return [pt for p in catalog.profiles for pt in split(p)]

@@ -1,0 +1,336 @@
+"""Offline checks of a profile: every failure class that used to cost GPU hours.
+
+Each rule takes a loaded :class:`~servebench.profile.Profile` and yields problems that name the file and key
+the bad value came from. Rules read the profile's typed views (``p.flags``, ``p.topology``); none re-parses a
+flag. ``RULES`` lists them; tests break each one on purpose.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Callable, Iterator
+
+from servebench.catalog import capacity as capacity_model
+from servebench.core.errors import Problem
+from servebench.catalog.flag_rules import entrypoint_flags, flag_types, headless_entrypoint, object_flags
+from servebench.recipe.placeholders import SUITE_PLACEHOLDERS, placeholders, who_expands
+from servebench.catalog.load_rules import benchmark_env, dataset_load, load_generator, time_budget
+from servebench.recipe.profile import ENGINE_FLAGS as FLAGS, Profile
+
+
+Rule = Callable[[Profile], Iterator[Problem]]
+MAX_CONCURRENCY = 65536
+
+
+def concurrency_list(p: Profile) -> Iterator[Problem]:
+    conc = p.spec.concurrency
+    if not conc:
+        yield p.profile_problem(["concurrency"], "empty concurrency list", "list at least one concurrency")
+    bad = [c for c in conc if c <= 0]
+    if bad:
+        yield p.profile_problem(["concurrency"], f"concurrencies must be > 0, got {bad}", "remove them")
+    huge = [c for c in conc if c > MAX_CONCURRENCY]
+    if huge:
+        yield p.profile_problem(
+            ["concurrency"], f"concurrencies above {MAX_CONCURRENCY} ({huge}) are not a serving point",
+            f"use at most {MAX_CONCURRENCY}")
+    if len(set(conc)) != len(conc):
+        dups = sorted({c for c in conc if conc.count(c) > 1})
+        yield p.profile_problem(["concurrency"], f"duplicate concurrencies {dups}", "list each concurrency once")
+    elif conc != sorted(conc):
+        yield p.profile_problem(["concurrency"], f"concurrencies must ascend, got {conc}", f"write {sorted(conc)}")
+
+
+def layout_matches_flags(p: Profile) -> Iterator[Problem]:
+    f, lay = p.flags, p.spec.layout
+    for dim, flag in (("tp", "tensor-parallel-size"), ("dp", "data-parallel-size"), ("pp", "pipeline-parallel-size")):
+        have = getattr(f, dim)
+        if have != getattr(lay, dim):
+            yield p.recipe_problem(
+                p.flag_path(flag),
+                f"vLLM gets --{flag} {have} but profile.layout.{dim} is {getattr(lay, dim)}",
+                "make them agree (the layout is what results report)")
+
+
+def expert_parallel(p: Profile) -> Iterator[Problem]:
+    f, lay = p.flags, p.spec.layout
+    if f.expert_parallel:
+        want = f.ep
+        if lay.ep != want:
+            yield p.profile_problem(
+                ["layout", "ep"], f"expert parallelism is on, so vLLM's EP = TP x DP = {want}, "
+                f"but the layout says EP{lay.ep}", f"set layout.ep: {want}")
+    elif lay.ep != 1:
+        yield p.profile_problem(
+            ["layout", "ep"], f"EP{lay.ep} without --enable-expert-parallel: vLLM runs EP1",
+            "set layout.ep: 1 or add enable-expert-parallel: true")
+
+
+def gpu_count(p: Profile) -> Iterator[Problem]:
+    res, lay, cl = p.recipe.resources, p.spec.layout, p.cluster
+    if res.gpus_per_node > cl.gpus_per_node:   # srt-slurm: what the job requests per node (a part is fine)
+        yield p.recipe_problem(
+            ["resources", "gpus_per_node"],
+            f"{res.gpus_per_node} GPUs per node, but cluster {cl.name} has {cl.gpus_per_node}",
+            f"set gpus_per_node: {cl.gpus_per_node} or fewer")
+    if not res.aggregated:
+        yield p.recipe_problem(
+            ["resources", "prefill_nodes"], "disaggregated layouts are not supported yet",
+            "use agg_nodes/agg_workers")
+        return
+    if res.total_nodes > cl.nodes:
+        yield p.recipe_problem(
+            ["resources", "agg_nodes"], f"{res.total_nodes} nodes, cluster {cl.name} has {cl.nodes}",
+            f"use at most {cl.nodes} nodes")
+    allocated = res.total_nodes * res.gpus_per_node
+    per_worker = res.agg_gpus_per_worker
+    if per_worker * (res.agg_workers or 1) > allocated:    # fewer is a partial job: GPUs counted as used
+        yield p.recipe_problem(
+            ["resources", "gpus_per_agg"],
+            f"{res.agg_workers or 1} workers x {per_worker} GPUs != {res.total_nodes} nodes x "
+            f"{res.gpus_per_node} GPUs = {allocated}: more GPUs than the job requests",
+            "use fewer workers or GPUs per worker, or more nodes")
+    if (res.agg_workers or 1) > 1 and p.recipe.frontend.type == "vllm":
+        yield p.recipe_problem(
+            ["resources", "agg_workers"], f"{res.agg_workers} independent workers behind `vllm serve`: "
+            "nothing routes between them", "use frontend.type: dynamo (its router spreads the load)")
+    if lay.gpus != per_worker:
+        yield p.profile_problem(
+            ["layout"], f"{lay} uses TP x DP x PP = {lay.gpus} GPUs, but a worker has {per_worker} "
+            f"({res.total_nodes} nodes x {res.gpus_per_node} GPUs / {res.agg_workers or 1} workers)",
+            "change the layout or resources.agg_nodes")
+
+
+def batch_capacity(p: Profile) -> Iterator[Problem]:
+    lay = p.spec.layout
+    seqs = p.flags.max_num_seqs
+    if seqs is None or not p.spec.concurrency:
+        return
+    top = max(p.spec.concurrency)
+    if seqs * lay.dp < top:
+        yield p.recipe_problem(
+            p.flag_path("max-num-seqs"),
+            f"max-num-seqs {seqs} x DP {lay.dp} = {seqs * lay.dp} < largest concurrency {top}",
+            f"raise max-num-seqs to >= {math.ceil(top / lay.dp)} or drop concurrencies above {seqs * lay.dp} "
+            "(or, to measure the queue on purpose, profile.waive: {batch-capacity: <why>})")
+
+
+def cuda_graph_coverage(p: Profile) -> Iterator[Problem]:
+    f = p.flags
+    if f.capture is None or f.enforce_eager or f.max_num_seqs is None:
+        return
+    k = f.speculative_tokens
+    need = f.max_num_seqs * (1 + k)
+    if f.capture.largest < need:
+        why = f"max-num-seqs {f.max_num_seqs}" + (f" x (1 + {k} speculative tokens)" if k else "")
+        yield p.recipe_problem(
+            [*FLAGS, f.capture.key], f"largest CUDA-graph capture size {f.capture.largest} does not cover "
+            f"the per-engine batch of {need} tokens ({why}); larger batches run eager",
+            f"capture sizes up to {need}")
+
+
+def flag_values(p: Profile) -> Iterator[Problem]:
+    """Values the flag views could not read: JSON that does not parse or is not an object, numbers that are
+    not numbers. The views fall back to vLLM's defaults, so every other rule still runs."""
+    for key, message in p.flags.errors.items():
+        fix = ("quote the whole object in single quotes and use double quotes inside" if "JSON" in message
+               else "give a value of the type the flag takes")
+        yield p.recipe_problem([*FLAGS, key], message, fix)
+
+
+def _env_blocks(p: Profile):
+    for path, env in p.recipe.environments().items():
+        for key, value in env.items():
+            yield [*path.split("."), key], value
+
+
+def literal_placeholders(p: Profile) -> Iterator[Problem]:
+    templates = set(p.spec.templates)
+    items = list(_env_blocks(p))
+    items += [([*FLAGS, k], v) for k, v in p.flags.raw.items() if isinstance(v, str)]
+    for path, value in items:
+        found = placeholders(value)
+        if not found:
+            continue
+        dotted = ".".join(path)
+        if dotted in templates:
+            unknown = [ph for ph in found if ph.strip("{}") not in SUITE_PLACEHOLDERS]
+            if unknown:
+                yield p.recipe_problem(
+                    path, f"template uses {unknown}, which servebench does not fill",
+                    f"use only {{{'}, {'.join(sorted(SUITE_PLACEHOLDERS))}}}")
+            continue
+        yield p.recipe_problem(
+            path, f"literal placeholder {', '.join(found)} in {value!r}: {who_expands(found)}",
+            f"write the value itself, or list '{dotted}' in profile.templates and use "
+            f"{{{'}, {'.join(sorted(SUITE_PLACEHOLDERS))}}}")
+    for t in sorted(templates - {".".join(path) for path, _ in items}):
+        yield p.profile_problem(
+            ["templates"], f"{t!r} is not an environment key or flag of this recipe",
+            "list keys as e.g. environment.MY_VAR")
+
+
+def connector_conflict(p: Profile) -> Iterator[Problem]:
+    if p.recipe.backend.connector is not None and p.flags.has("kv-transfer-config"):
+        yield p.recipe_problem(
+            ["backend", "connector"], f"connector {p.recipe.backend.connector!r} also renders "
+            "--kv-transfer-config, which vllm_config already sets (one would silently win)",
+            "set backend.connector: null")
+
+
+def offload_labels(p: Profile) -> Iterator[Problem]:
+    kv = p.flags.offload
+    labels = p.spec.labels
+    if labels.kv_offloading == "dram" and kv is None:
+        yield p.profile_problem(
+            ["labels", "kv-offloading"], "labelled dram offload, but no offload connector in "
+            "--kv-transfer-config", "add the connector or label kv-offloading: none")
+    if labels.kv_offloading == "none" and kv is not None:
+        yield p.profile_problem(
+            ["labels", "kv-offloading"], f"{kv.connector} is configured but the profile is "
+            "labelled kv-offloading: none", "label it kv-offloading: dram")
+    if labels.kv_offloading == "dram" and not labels.kv_offload_backend:
+        yield p.profile_problem(
+            ["labels", "kv-offload-backend"], "dram offload needs a backend label",
+            "e.g. kv-offload-backend: vllm-simple")
+    spec_on = p.flags.has("speculative-config")
+    if (labels.spec_decoding != "none") != spec_on:
+        yield p.profile_problem(
+            ["labels", "spec-decoding"], f"labelled {labels.spec_decoding!r} but speculative-config "
+            f"is {'set' if spec_on else 'absent'}", "make the label match the flags")
+
+
+def offload_dram_budget(p: Profile) -> Iterator[Problem]:
+    """The CPU pools of the ranks on one node must fit the node's DRAM budget (vLLM sizes them per rank)."""
+    kv = p.flags.offload
+    if kv is None or kv.bytes_per_rank is None:
+        return
+    pool = capacity_model.offload_per_node(p.flags, p.cluster, p.topology.workers)
+    if pool.need > pool.budget:
+        gib = 2**30
+        yield p.recipe_problem(
+            p.flag_path("kv-transfer-config"),
+            f"offload pool {kv.bytes_per_rank / gib:.1f} GiB per rank ({kv.source}) x {pool.ranks} ranks per "
+            f"node = {pool.need / gib:.1f} GiB > {p.cluster.name} DRAM {p.cluster.host_dram_mib_per_node} MiB x "
+            f"{p.cluster.dram_utilization} = {pool.budget / gib:.1f} GiB",
+            f"use at most {math.floor(pool.budget / pool.ranks / gib)} GiB per rank")
+
+
+def gates(p: Profile) -> Iterator[Problem]:
+    g = p.spec.gates
+    if g.live < g.error_rate:
+        yield p.profile_problem(
+            ["gates", "live_error_rate"], f"live gate {g.live} is stricter than the final gate "
+            f"{g.error_rate}: runs would abort before they could fail properly", "make it >= error_rate")
+    stray = sorted(set(g.min_output_tps_per_gpu) - set(p.spec.concurrency))
+    if stray:
+        yield p.profile_problem(
+            ["gates", "min_output_tps_per_gpu"], f"floors for concurrencies {stray} not in the sweep",
+            "key floors by concurrencies of this profile")
+
+
+def identity(p: Profile) -> Iterator[Problem]:
+    image = p.recipe.identity.container.image
+    if image and image != p.recipe.model.container:
+        yield p.recipe_problem(
+            ["identity", "container", "image"], f"identity says {image!r} but model.container runs "
+            f"{p.recipe.model.container!r}", "make them the same image")
+
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# srun options servebench sets on every step itself (servebench.cluster.slurm.srun_prefix).
+SRUN_OWN = frozenset({"jobid", "overlap", "nodes", "ntasks", "nodelist", "w", "export", "job-name", "J",
+                      "container-image", "container-mounts"})
+
+
+def launch_values(p: Profile) -> Iterator[Problem]:
+    """Nothing a recipe says can run as a command: values that reach sbatch, srun or an environment carry no
+    control characters (a newline in a #SBATCH line is a new line of bash), environment names are names, and
+    srun_options leave servebench's own step options alone."""
+    r = p.recipe
+    values: list[tuple[list, object]] = [(["slurm", k], v) for k, v in r.slurm.model_dump().items()]
+    values += [(["sbatch_directives", k], (k, v)) for k, v in r.sbatch_directives.items()]
+    values += [(["srun_options", k], (k, v)) for k, v in r.srun_options.items()]
+    values += [(["container_mounts", k], (k, v)) for k, v in r.container_mounts.items()]
+    values += [(["model", k], v) for k, v in r.model.model_dump().items()]
+    for block, env in r.environments().items():
+        for key, value in env.items():
+            values.append(([*block.split("."), key], (key, value)))
+            if not ENV_NAME.fullmatch(key):
+                yield p.recipe_problem(
+                    [*block.split("."), key], f"{key!r} is not an environment variable name",
+                    "use letters, digits and _ (not starting with a digit)")
+    values += [([*FLAGS, k], (k, v)) for k, v in p.flags.raw.items()]
+    for path, value in values:
+        texts = value if isinstance(value, tuple) else (value,)
+        if any(isinstance(t, str) and CONTROL.search(t) for t in texts):
+            yield p.recipe_problem(
+                path, "contains a control character (newline, CR, NUL, ...): in a job script or an "
+                "environment it would start a new command", "write it on one line, without control characters")
+    for key in r.srun_options:
+        if key.lstrip("-") in SRUN_OWN:
+            yield p.recipe_problem(
+                ["srun_options", key], f"--{key.lstrip('-')} is set by servebench on every step "
+                f"(it owns {', '.join(sorted(SRUN_OWN))})", "remove it from srun_options")
+
+
+def model_context(p: Profile) -> Iterator[Problem]:
+    """vLLM refuses a max-model-len above the model's native context (unless forced by an environment switch)."""
+    ctx = p.flags.max_model_len
+    if p.model is None or ctx is None:
+        return
+    native = int(p.model.native_max_context.value)
+    if ctx > native:
+        yield p.recipe_problem(
+            p.flag_path("max-model-len"), f"max-model-len {ctx} exceeds {p.model.name}'s native context "
+            f"{native}; vLLM refuses to start", f"use at most {native}")
+    elif ctx < 1:
+        yield p.recipe_problem(p.flag_path("max-model-len"), f"max-model-len {ctx} must be >= 1", f"e.g. {native}")
+
+
+def capacity(p: Profile) -> Iterator[Problem]:
+    """The profile must hold its weights while loading, and one full-context request (servebench capacity)."""
+    if p.model is None:
+        return
+    for prob in capacity_model.estimate(p).problems:
+        yield p.recipe_problem(
+            p.flag_path("tensor-parallel-size"), f"does not fit on {p.cluster.name}: {prob}",
+            f"see `servebench capacity {p.id}`; use more GPUs per replica (TP/EP), a lower max-model-len "
+            "or a smaller offload pool")
+
+
+RULES: dict[str, Rule] = {
+    "concurrency": concurrency_list,
+    "layout": layout_matches_flags,
+    "expert-parallel": expert_parallel,
+    "gpu-count": gpu_count,
+    "batch-capacity": batch_capacity,
+    "cuda-graphs": cuda_graph_coverage,
+    "flag-values": flag_values,
+    "placeholders": literal_placeholders,
+    "connector": connector_conflict,
+    "offload-labels": offload_labels,
+    "offload-dram": offload_dram_budget,
+    "gates": gates,
+    "identity": identity,
+    "entrypoint-flags": entrypoint_flags,
+    "flag-types": flag_types,
+    "object-flags": object_flags,
+    "headless-entrypoint": headless_entrypoint,
+    "launch-values": launch_values,
+    "model-context": model_context,
+    "dataset-load": dataset_load,
+    "benchmark-env": benchmark_env,
+    "load-generator": load_generator,
+    "time-budget": time_budget,
+    "capacity": capacity,
+}
+
+
+def check_profile(p: Profile, skip=()) -> Iterator[Problem]:
+    """Every rule's problems, but for the rules in ``skip`` and those the profile waives (profile.waive)."""
+    for name, rule in RULES.items():
+        if name not in skip and name not in p.spec.waive:
+            yield from rule(p)

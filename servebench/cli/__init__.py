@@ -1,0 +1,30 @@
+"""servebench: inspect recipes and the sweep, report and compare results, check a cluster. One class per
+subcommand (servebench.cli.base.Command); `servebench COMMAND --help` says what each takes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from servebench.cli import components, history, jobs, recipes, results
+from servebench.cli.base import run
+
+COMMANDS = (*recipes.COMMANDS, *results.COMMANDS, *history.COMMANDS, *components.COMMANDS, *jobs.COMMANDS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="servebench", description=__doc__)
+    parser.add_argument("--recipes", default="recipes", help="recipe catalog folder (default: recipes)")
+    sub = parser.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
+    for cls in COMMANDS:
+        cls().register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run(args.command, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

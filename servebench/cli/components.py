@@ -1,0 +1,153 @@
+"""Commands that run real components: the installed parsers (flags, flag-table) and the cluster itself
+(preflight)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from servebench.cli.base import PROFILES, RESULTS_DIR, Command
+from servebench.cli.recipes import catalog, many
+from servebench.core.results_folder import ResultsFolder
+from servebench.tools import FLAG_TABLE
+
+SERVE_PYTHON = ".venvs/serve/bin/python"
+
+
+class FlagsCommand(Command):
+    name = "flags"
+    help = "parse every server process's flags with the real parsers of the serving venv"
+    options = (PROFILES,)
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--python", default=SERVE_PYTHON, help="interpreter with vLLM/Dynamo installed")
+
+    def run(self, args) -> int:
+        from servebench.server.assembly import Assembly
+        from servebench.server.preflight import entrypoint
+
+        # The real parser is the judge here, so the pinned-table rule is not applied first.
+        profiles = many(catalog(args, skip_rules={"entrypoint-flags"}), args.targets)
+        python = Path(args.python)
+        if not python.exists():
+            print(f"{python} not found: run scripts/install-servers (or pass --python)", file=sys.stderr)
+            return 2
+        requests = []
+        for prof in profiles:
+            _, _, sp = Assembly(prof, ResultsFolder.at("results"), "RUN", dry=True).render()
+            for proc in sp.processes:
+                found = entrypoint(proc)
+                if found:                                     # etcd, nats and setup steps have no parser
+                    requests.append({"id": f"{prof.id} {proc.name}", "entrypoint": found[0], "args": found[1]})
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as fh:
+            json.dump(requests, fh)
+            fh.flush()
+            done = subprocess.run([str(python), str(FLAG_TABLE), "--parse", fh.name], capture_output=True, text=True)
+        if done.returncode != 0:
+            print(done.stderr[-2000:], file=sys.stderr)
+            return 2
+        answers = json.loads(done.stdout.strip().splitlines()[-1])
+        entry = {r["id"]: r["entrypoint"] for r in requests}
+        for a in answers:
+            print(f"{a['id']:45} {entry[a['id']]:16} " + ("ok" if a["ok"] else f"REJECTED: {a['error']}"))
+        return 0 if all(a["ok"] for a in answers) else 1
+
+
+class PreflightCommand(Command):
+    name = "preflight"
+    help = "allocate, start etcd/NATS, check every node and the load generator's client where it runs; no server"
+    options = (RESULTS_DIR,)
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("targets", nargs="+", help="profiles")
+        parser.add_argument("--on", metavar="CLUSTER", help="run on another cluster of the same shape (e.g. "
+                                                            "gb200-local)")
+
+    def run(self, args) -> int:
+        from servebench.load.preflight import check_steps
+        from servebench.server import preflight
+        cat = catalog(args)
+        profiles = many(cat, args.targets)
+        if args.on:
+            if args.on not in cat.clusters:
+                raise SystemExit(f"servebench: no cluster {args.on!r} (known: {', '.join(sorted(cat.clusters))})")
+            profiles = [preflight.retarget(p, cat.clusters[args.on]) for p in profiles]
+        failed = 0
+        for prof in profiles:
+            results = ResultsFolder.at(Path(args.results_dir).absolute())
+            report = preflight.allocate_and_check(prof, results, Path.cwd(), extra=check_steps(prof, results))
+            print("\n".join(report.lines()), flush=True)
+            failed += not report.ok
+        return 1 if failed else 0
+
+
+class FlagTableCommand(Command):
+    name = "flag-table"
+    help = "write the flag table of an interpreter's vLLM/Dynamo (real parsers)"
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--python", default=SERVE_PYTHON, help="interpreter with vLLM/Dynamo installed")
+        parser.add_argument("--out", required=True, help="e.g. servebench/data/flags/<name>.json")
+        parser.add_argument("--name", help="table name (default: from the installed versions)")
+
+    def run(self, args) -> int:
+        argv = [args.python, str(FLAG_TABLE), "--out", args.out] + (["--name", args.name] if args.name else [])
+        return subprocess.run(argv).returncode
+
+
+class StageCommand(Command):
+    name = "stage"
+    help = ("stage what the profiles' points read offline (public corpus, tokenizer) into the client's shared cache, "
+            "once, from a machine that reaches the Hugging Face Hub")
+    options = (RESULTS_DIR,)
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("targets", nargs="+", help="profiles")
+        parser.add_argument("--cache", metavar="DIR", help="the cache as this host sees it (default: the cluster's "
+                            "runtime.client.cache, else the results folder's .hf-cache)")
+        parser.add_argument("--load-bin", metavar="PATH", help="the load generator here (default: its own)")
+
+    def run(self, args) -> int:
+        import os
+
+        from servebench.load.generator import generator_for
+        from servebench.server.assembly import Assembly
+        profiles = many(catalog(args), args.targets)
+        results = ResultsFolder.at(Path(args.results_dir).absolute())
+        caches = {args.cache or p.cluster.runtime.client.cache or str(results.hf_cache) for p in profiles}
+        if len(caches) > 1:
+            raise SystemExit(f"servebench stage: these profiles keep their caches in {', '.join(sorted(caches))}: "
+                             "stage one cluster's profiles at a time, or pass --cache")
+        cache = Path(caches.pop())
+        models = {}
+        for p in profiles:
+            seen = Assembly(p, results, "stage", dry=True).model_dir()
+            if seen is not None and seen.is_dir():
+                models[p.id] = seen
+        status = 0
+        for name in dict.fromkeys(p.spec.load.generator for p in profiles):
+            mine = [p for p in profiles if p.spec.load.generator == name]
+            gen = generator_for(name, args.load_bin)
+            staged = gen.stage(mine, cache, models)
+            if staged is None:
+                print(f"servebench stage: nothing to stage for {', '.join(p.id for p in mine)} ({name})")
+                continue
+            argv, env = staged
+            done = subprocess.run(argv, env={**os.environ, **env})
+            if done.returncode == 3:
+                print(f"servebench stage: the Hub cannot be reached from this machine: run `servebench stage` where "
+                      f"it can, with --cache naming the cluster's shared cache as that machine sees it ({cache}), or "
+                      "copy the staged folder there", file=sys.stderr)
+            if done.returncode != 0:
+                status = 1
+        for p in profiles:
+            if p.id not in models and p.spec.load.dataset != "generated":
+                print(f"note: {p.id}: its model directory is not visible here; the client's step copies the "
+                      "tokenizer into the cache on the head node before each point")
+        return status
+
+
+COMMANDS = (FlagsCommand, PreflightCommand, FlagTableCommand, StageCommand)

@@ -1,0 +1,74 @@
+"""`servebench jobs`: the cluster jobs the sessions of a results folder hold or left behind (from their manifests),
+each with its state as Slurm tells it and how long ago its session last beat; --release ends those whose session
+is gone."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from servebench.cli.base import RESULTS_DIR, Command
+from servebench.core.results_folder import RUNS, ResultsFolder
+from servebench.results.manifest import unreleased
+
+# A heartbeat this recent means its session is alive (it beats every orphan_after_s / 6 <= 30 s by default).
+ALIVE_S = 60
+
+
+def held(results_dir: Path) -> list[dict]:
+    """Every Slurm allocation a manifest of this folder records as not released (newest run first, once per job),
+    with how long ago its session last rewrote the heartbeat."""
+    base = ResultsFolder.at(results_dir).shared
+    runs = sorted((base / RUNS).glob("*"), reverse=True) if (base / RUNS).is_dir() else []
+    found: dict[str, dict] = {}
+    for folder in (ResultsFolder.at(root) for root in [*runs, base]):
+        for a in unreleased(folder):
+            if a.get("job_id") and a.get("backend") == "slurm" and a["job_id"] not in found:
+                beat = folder.profile(a["profile"]).heartbeat(a["name"])
+                found[a["job_id"]] = {**a, "heartbeat_age_s": time.time() - beat.stat().st_mtime
+                                      if beat.exists() else None}
+    return list(found.values())
+
+
+class JobsCommand(Command):
+    name = "jobs"
+    help = ("the Slurm jobs this results folder's sessions hold or left (a session killed before it released): "
+            "state and heartbeat; --release cancels those whose session is gone")
+    options = (RESULTS_DIR,)
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--release", action="store_true",
+                            help="scancel every listed job still running whose session stopped beating "
+                                 f"({ALIVE_S} s or more ago)")
+        parser.add_argument("--force", action="store_true", help="with --release: also jobs of live sessions")
+
+    def run(self, args) -> int:
+        from servebench.cluster.slurm import ENDED, job_state
+        jobs = held(Path(args.results_dir))
+        if not jobs:
+            print(f"{args.results_dir}: no unreleased allocation in any manifest")
+            return 0
+        for a in jobs:
+            state, _ = job_state(a["job_id"])
+            running = state is not None and state.split()[0] not in ENDED
+            age = a["heartbeat_age_s"]
+            beat = "no heartbeat file" if age is None else f"heartbeat {age:.0f} s ago"
+            alive = age is not None and age < ALIVE_S
+            line = (f"job {a['job_id']} {a['name']} ({a['profile']}, run {a['run_id']}): "
+                    f"{state if running else 'ended' + (f' ({state})' if state else '')}; {beat}"
+                    f"{'' if alive else ' (its session is gone)'}")
+            if running and args.release:
+                if alive and not args.force:
+                    line += "; not released: its session is alive (--force to release anyway)"
+                else:
+                    done = subprocess.run(["scancel", a["job_id"]], capture_output=True, text=True, timeout=30)
+                    line += "; released" if done.returncode == 0 else f"; scancel failed: {done.stderr.strip()}"
+            elif running and not alive:
+                line += f"; end it: servebench jobs --release --results-dir {args.results_dir} (or scancel " \
+                        f"{a['job_id']})"
+            print(line)
+        return 0
+
+
+COMMANDS = (JobsCommand,)

@@ -1,0 +1,89 @@
+"""Files a user keeps: written atomically (a reader sees the old file or the new one, never half of it), read
+strictly (JSON without NaN or Infinity), and a disk that refuses a write is said in one line naming the file."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+class DiskError(OSError):
+    """A file could not be written: the message names the file and the cause in one line, and what was there
+    before is still there."""
+
+    def __init__(self, path: Path, err: OSError):
+        self.path = Path(path)
+        cause = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                 errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+                 errno.EPERM: "permission denied"}.get(err.errno, err.strerror or str(err))
+        super().__init__(err.errno, f"cannot write {path}: {cause}")
+
+
+def write_atomic(path: Path | str, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, synced, then renamed over it."""
+    path = Path(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)      # as an ordinary file would be (mkstemp makes it 0600)
+        os.replace(tmp, path)
+        return path
+    except OSError as err:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise DiskError(path, err) from None
+    except BaseException:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def link_atomic(link: Path | str, target: str) -> Path:
+    """Point the symbolic link ``link`` at ``target`` (made beside it, then renamed over it: a reader sees the old
+    target or the new one)."""
+    link = Path(link)
+    tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
+    try:
+        link.parent.mkdir(parents=True, exist_ok=True)
+        tmp.unlink(missing_ok=True)
+        os.symlink(target, tmp)
+        os.replace(tmp, link)
+        return link
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise DiskError(link, err) from None
+
+
+def write_json(path: Path | str, data: Any, indent: int = 1) -> Path:
+    """JSON written atomically; NaN or infinity never reach the file (ValueError instead)."""
+    return write_atomic(path, json.dumps(data, indent=indent, allow_nan=False) + "\n")
+
+
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not a JSON number (servebench writes null for a value it could not measure)")
+
+
+def read_json(path: Path | str) -> Any:
+    """Strict JSON from a file (NaN/Infinity refused); ValueError naming the file and what is wrong."""
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise ValueError(f"{path}: a dangling symlink or a symlink loop")
+    if path.is_dir():
+        raise ValueError(f"{path}: a folder, not a file")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constants)
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: cannot read it ({err})") from None
+    except ValueError as err:
+        raise ValueError(f"{path}: not JSON ({err})") from None

@@ -1,0 +1,215 @@
+"""The results history: every point servebench measured, in one SQLite file (``<results>/history.sqlite``).
+
+SQLite, not DuckDB: it is in Python's standard library (nothing to install on a login node), one file that a CI
+artifact or a static site can carry, transactional (a failed add leaves the store as it was; two sessions adding
+at once both land, one after the other), and the store is small (a row per point and metric, a row per profiled
+request for the confidence intervals).
+
+A run is keyed by its run id; a point by (run id, case id), with the git commit, recipe fingerprint, cluster,
+profile, concurrency, its whole result and the stored verdict. Metrics are stored by name (servebench.results.
+metrics), and a metric the store does not hold yet is computed from the stored result when read, so a new metric
+compares across old runs too. Each point keeps its per-request records for bootstrapped comparisons.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import subprocess
+from contextlib import closing
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from servebench.core.results_folder import ResultsFolder
+from servebench.load.generator import generator_for
+from servebench.results import metrics as registry
+from servebench.results.files import load_points
+from servebench.results.model import PointResult, parse
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_S = 120        # another session adding at the same moment: wait for its transaction
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, git_commit TEXT, added_at TEXT NOT NULL, source TEXT);
+CREATE TABLE IF NOT EXISTS points (
+  run_id TEXT NOT NULL REFERENCES runs(run_id), case_id TEXT NOT NULL, profile TEXT NOT NULL, cluster TEXT NOT NULL,
+  concurrency INTEGER NOT NULL, fingerprint TEXT NOT NULL, gpus INTEGER, duration_s REAL, passed INTEGER,
+  started_at TEXT, result_json TEXT NOT NULL, PRIMARY KEY (run_id, case_id));
+CREATE TABLE IF NOT EXISTS metrics (
+  run_id TEXT NOT NULL, case_id TEXT NOT NULL, name TEXT NOT NULL, value REAL, PRIMARY KEY (run_id, case_id, name),
+  FOREIGN KEY (run_id, case_id) REFERENCES points(run_id, case_id));
+CREATE TABLE IF NOT EXISTS requests (
+  run_id TEXT NOT NULL, case_id TEXT NOT NULL, output_tokens REAL, latency_ms REAL, ttft_ms REAL, ok INTEGER,
+  end_s REAL,
+  FOREIGN KEY (run_id, case_id) REFERENCES points(run_id, case_id));
+CREATE INDEX IF NOT EXISTS points_by_case ON points(case_id, fingerprint);
+CREATE INDEX IF NOT EXISTS requests_by_point ON requests(run_id, case_id);
+"""
+POINT_COLUMNS = ("run_id", "case_id", "profile", "cluster", "concurrency", "fingerprint", "gpus", "duration_s",
+                 "passed", "started_at", "result_json")
+
+
+@dataclass(frozen=True)
+class Added:
+    run_ids: list[str]
+    points: int
+    already: int              # points the store held already (adding is idempotent)
+    skipped: dict[str, str]   # result files not added, and why
+
+
+def connect(db: Path | str, create: bool = True) -> sqlite3.Connection:
+    """Open the store (``create``: make it if it is not there; else a read-only open of an existing one). ValueError
+    (one line) when there is none to read, or the file is not a servebench history."""
+    db = Path(db)
+    if db.exists() and db.is_dir():
+        raise ValueError(f"{db}: a folder, not a history file")
+    if not create and not db.is_file():
+        raise ValueError(f"{db}: no results history there (a benchmark session writes <results>/history.sqlite; "
+                         "`servebench history add RESULTS` makes one)")
+    try:
+        if create:
+            db.parent.mkdir(parents=True, exist_ok=True)
+            con = sqlite3.connect(db, timeout=BUSY_TIMEOUT_S)
+        else:
+            con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    except (OSError, sqlite3.Error) as err:
+        raise ValueError(f"{db}: cannot open it ({err})") from None
+    try:
+        if create:
+            con.executescript(SCHEMA)
+        con.execute("SELECT run_id, git_commit FROM runs LIMIT 1")
+    except sqlite3.DatabaseError as err:
+        con.close()
+        raise ValueError(f"{db}: not a servebench history ({err})") from None
+    return con
+
+
+def _has_table(con: sqlite3.Connection, name: str) -> bool:
+    return con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+
+
+def git_commit(where: Path) -> str | None:
+    """The commit a session measured: $SERVEBENCH_COMMIT when set (a checkout without, or with a stale, .git:
+    a container, a copied tree), else git's HEAD, with "-dirty" when tracked files differ from it."""
+    if os.environ.get("SERVEBENCH_COMMIT"):
+        return os.environ["SERVEBENCH_COMMIT"]
+
+    def git(*args: str) -> subprocess.CompletedProcess | None:
+        try:
+            return subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=10,
+                                  stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError):
+            return None
+    head = git("rev-parse", "HEAD")
+    if head is None or head.returncode != 0 or not head.stdout.strip():
+        return None
+    dirty = git("diff", "--quiet", "HEAD", "--")
+    return head.stdout.strip() + ("-dirty" if dirty is not None and dirty.returncode == 1 else "")
+
+
+def request_rows(results_dir: Path, r: PointResult) -> list[tuple]:
+    """(output tokens, latency ms, TTFT ms, ok, end s) of each profiled request, read by the point's own load
+    generator from where the session wrote it (else where it ran)."""
+    generator = generator_for(r.run.generator)
+    case = ResultsFolder.at(results_dir).case(r.identity.profile, r.identity.case_id)
+    for out_dir in (case.load_dir(r.run.generator), Path(r.run.artifact_dir)):
+        if out_dir.is_dir():
+            rows = [req.row() for req in generator.records(out_dir).profiled]
+            if rows:
+                return rows
+    return []
+
+
+def add(db: Path | str, results_dir: Path | str, commit: str | None = None) -> Added:
+    """Record every valid point of a results folder (one transaction: all or nothing). ValueError (one line) when
+    the folder is not a results folder or holds no valid point."""
+    results_dir = Path(results_dir)
+    points, skipped = load_points(results_dir)
+    for r in [r for r in points if r.run.interrupted]:      # kept in the results folder, never compared
+        skipped[f"{r.identity.case_id}.json"] = f"interrupted ({r.run.stopped_by}): not a measurement; kept in " \
+                                                 "the results folder only"
+    points = [r for r in points if not r.run.interrupted]
+    if not points:
+        raise ValueError(f"{results_dir}: no valid result in points/; nothing added" +
+                         (f" ({len(skipped)} set aside: {'; '.join(f'{k}: {v}' for k, v in sorted(skipped.items()))})"
+                          if skipped else ""))
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    added = already = 0
+    with closing(connect(db)) as con, con:
+        con.execute("BEGIN IMMEDIATE")          # one writer at a time; a second session waits, then adds
+        for r in points:
+            idn = r.identity
+            con.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?)",
+                        (idn.run_id, commit, now, str(results_dir.resolve())))
+            if con.execute("SELECT 1 FROM points WHERE run_id = ? AND case_id = ?",
+                           (idn.run_id, idn.case_id)).fetchone():
+                already += 1
+                continue
+            row = {"run_id": idn.run_id, "case_id": idn.case_id, "profile": idn.profile, "cluster": idn.cluster,
+                   "concurrency": idn.concurrency, "fingerprint": idn.recipe_fingerprint, "gpus": r.throughput.gpus,
+                   "duration_s": r.throughput.duration_s, "started_at": idn.started_at,
+                   "passed": None if r.verdict is None else int(r.verdict.passed), "result_json": json.dumps(r.dump())}
+            con.execute(f"INSERT INTO points ({', '.join(POINT_COLUMNS)}) VALUES "
+                        f"({', '.join(':' + c for c in POINT_COLUMNS)})", row)
+            con.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?)",
+                            [(idn.run_id, idn.case_id, name, _real(value))
+                             for name, value in registry.values(r).items()])
+            con.executemany("INSERT INTO requests VALUES (?,?,?,?,?,?,?)",
+                            [(idn.run_id, idn.case_id, *row) for row in request_rows(results_dir, r)])
+            added += 1
+    log.info("history %s: %d point(s) added, %d already there", db, added, already)
+    return Added(sorted({r.identity.run_id for r in points}), added, already, skipped)
+
+
+def _real(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def runs(con: sqlite3.Connection) -> list[dict]:
+    rows = con.execute("SELECT r.run_id, r.git_commit, r.added_at, r.source, COUNT(p.case_id), SUM(p.passed) FROM "
+                       "runs r LEFT JOIN points p USING (run_id) GROUP BY r.run_id ORDER BY MIN(p.started_at), "
+                       "r.run_id")
+    return [{"run_id": a, "git_commit": b, "added_at": c, "source": src, "points": n, "passed": ok or 0}
+            for a, b, c, src, n, ok in rows]
+
+
+def metric_values(con: sqlite3.Connection, run_id: str, case_id: str, result_json: str | None = None
+                  ) -> dict[str, float | None]:
+    """Every registered metric of a point: as stored, and computed from its stored result where not stored."""
+    have = dict(con.execute("SELECT name, value FROM metrics WHERE run_id = ? AND case_id = ?", (run_id, case_id))) \
+        if _has_table(con, "metrics") else {}
+    missing = [name for name in registry.METRICS if name not in have]
+    if missing:
+        if result_json is None:
+            result_json = con.execute("SELECT result_json FROM points WHERE run_id = ? AND case_id = ?",
+                                      (run_id, case_id)).fetchone()[0]
+        r = parse(json.loads(result_json))
+        have.update({name: _real(registry.METRICS[name].get(r)) for name in missing})
+    return {name: have.get(name) for name in registry.METRICS}
+
+
+def point(con: sqlite3.Connection, run_id: str, case_id: str) -> dict | None:
+    """One point: its identity columns, every metric by name, and its per-request rows."""
+    row = con.execute("SELECT fingerprint, cluster, profile, gpus, duration_s, result_json FROM points WHERE "
+                      "run_id = ? AND case_id = ?", (run_id, case_id)).fetchone()
+    if row is None:
+        return None
+    out = dict(zip(("fingerprint", "cluster", "profile", "gpus", "duration_s"), row[:5]))
+    out.update(metric_values(con, run_id, case_id, row[5]))
+    out["run_id"], out["case_id"] = run_id, case_id
+    out["requests"] = con.execute("SELECT output_tokens, latency_ms, ttft_ms, ok, end_s FROM requests WHERE "
+                                  "run_id = ? AND case_id = ?", (run_id, case_id)).fetchall()
+    return out
+
+
+def cases(con: sqlite3.Connection, run_id: str) -> list[str]:
+    return [c for (c,) in con.execute("SELECT case_id FROM points WHERE run_id = ? ORDER BY case_id", (run_id,))]
+
+
+def results(con: sqlite3.Connection, run_id: str) -> list[tuple[str, PointResult]]:
+    """(profile, result) of every point of a run, in case order."""
+    rows = con.execute("SELECT profile, result_json FROM points WHERE run_id = ? ORDER BY case_id", (run_id,))
+    return [(profile, parse(json.loads(blob))) for profile, blob in rows]

@@ -1,0 +1,124 @@
+"""A point's series over time: the engines' counters scraped every slice while the load generator runs (output and
+prompt tokens, requests, running and waiting, KV-cache usage, prefix-cache and CPU-tier shares), and the
+generator's own records per slice (requests completed, their TTFT). The counters feed the live stopping rule
+(servebench.load.stopping); both are kept with the point (the result's ``series``).
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+
+from servebench.load.records import Request
+from servebench.server.counters import Snapshot
+from servebench.server.deploy import Deployment, ServerError
+
+log = logging.getLogger(__name__)
+SLICE_S = 5.0
+
+
+@dataclass(frozen=True)
+class Sample:
+    t: float              # seconds since the generator started
+    snap: Snapshot
+
+
+class CounterSampler:
+    """Scrapes the deployment's counters every ``slice_s`` in a thread of its own, from start() to stop()."""
+
+    def __init__(self, dep: Deployment, slice_s: float = SLICE_S):
+        self.dep, self.slice_s = dep, slice_s
+        self.samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="servebench-series", daemon=True)
+        self.t0 = 0.0
+
+    def start(self) -> "CounterSampler":
+        self.t0 = time.monotonic()
+        self._take()
+        self._thread.start()
+        return self
+
+    def _take(self) -> None:
+        t = time.monotonic() - self.t0       # when the request goes out: the engines count near then, not on return
+        try:
+            snap = self.dep.counters()
+        except (ServerError, Exception) as err:  # noqa: BLE001 - a missed scrape is a gap, not a failed point
+            log.debug("series scrape failed: %s", err)
+            return
+        with self._lock:
+            self.samples.append(Sample(t, snap))
+
+    def _loop(self) -> None:
+        k = 1
+        while not self._stop.wait(max(0.0, self.t0 + k * self.slice_s - time.monotonic())):
+            self._take()
+            k += 1
+
+    def stop(self) -> list[Sample]:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+        self._take()
+        return self.snapshot()
+
+    def snapshot(self) -> list[Sample]:
+        with self._lock:
+            return list(self.samples)
+
+    def rates(self) -> list[float]:
+        """Output tokens per second in each slice so far (the engines' generation tokens)."""
+        return token_rates(self.snapshot())
+
+
+def token_rates(samples: list[Sample]) -> list[float]:
+    out = []
+    for a, b in zip(samples, samples[1:]):
+        dt = b.t - a.t
+        if dt > 0:
+            out.append((b.snap.generation_tokens - a.snap.generation_tokens) / dt)
+    return out
+
+
+def _share(part: float, whole: float) -> float | None:
+    return part / whole if whole > 0 else None
+
+
+def counter_series(samples: list[Sample]) -> dict:
+    """Per slice (between consecutive scrapes): its end time and the counters' rates and shares."""
+    out: dict[str, list] = {k: [] for k in ("t", "output_tps", "prompt_tps", "requests", "running", "waiting",
+                                            "kv_usage", "prefix_hit_share", "cpu_tier_share")}
+    for a, b in zip(samples, samples[1:]):
+        dt = b.t - a.t
+        if dt <= 0:
+            continue
+        d = b.snap - a.snap
+        by_source = d.prompt_tokens_local_cache_hit + d.prompt_tokens_external + d.prompt_tokens_local_compute
+        out["t"].append(round(b.t, 3))
+        out["output_tps"].append(d.generation_tokens / dt)
+        out["prompt_tps"].append(d.prompt_tokens / dt)
+        out["requests"].append(d.requests_succeeded)
+        out["running"].append(b.snap.running)
+        out["waiting"].append(b.snap.waiting)
+        out["kv_usage"].append(b.snap.kv_cache_usage)
+        out["prefix_hit_share"].append(_share(d.prompt_tokens_local_cache_hit, by_source))
+        out["cpu_tier_share"].append(_share(d.prompt_tokens_external, by_source))
+    return out
+
+
+def record_series(requests: list[Request], t0: float, slice_s: float, slices: int) -> dict:
+    """Per slice of the generator's run (``t0``: its start, wall clock): requests completed and their TTFT p50."""
+    done: list[list[Request]] = [[] for _ in range(slices)]
+    for r in requests:
+        if r.end_s is None or not r.ok:
+            continue
+        i = int((r.end_s - t0) // slice_s)
+        if 0 <= i < slices:
+            done[i].append(r)
+    ttft = [[r.ttft_ms for r in d if r.ttft_ms is not None] for d in done]
+    return {"completed": [len(d) for d in done],
+            "ttft_p50_ms": [statistics.median(x) if x else None for x in ttft]}

@@ -1,0 +1,73 @@
+"""When a point's number is known (``profile.load.stop``; README: Run length): the rule that ends an adaptive run.
+
+At checkpoints t_k = min_s x growth^k (geometric, so the number of looks grows with the log of the run and repeated
+looks cost little coverage; Jennison and Turnbull's group-sequential designs space them so), once ``min_requests``
+requests have completed, the engines' output-token series so far (one rate per slice, servebench.load.series) is
+analysed (servebench.load.steady: MSER-5 truncation, batch means, Heidelberger-Welch): the run stops when the 95%
+interval of the mean after truncation is within ``target`` of it **and** the series is stationary. Otherwise it runs
+to ``duration_s``. Pure: the caller scrapes and stops the generator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servebench.load import steady
+from servebench.recipe.schema.sweep import StopRule
+
+
+@dataclass(frozen=True)
+class Decision:
+    stop: bool
+    reason: str
+    analysis: steady.Steady | None = None
+
+
+def checkpoints(rule: StopRule, duration_s: float) -> list[float]:
+    out, t = [], rule.min_s
+    while t < duration_s:
+        out.append(round(t, 3))
+        t *= rule.growth
+    return out
+
+
+def decide(rule: StopRule, rates: list[float], completed: float, elapsed: float) -> Decision:
+    """Whether to stop now, at a checkpoint ``elapsed`` s into the run, with ``completed`` requests done."""
+    if elapsed < rule.min_s:
+        return Decision(False, f"before the minimum {rule.min_s:g} s")
+    if completed < rule.min_requests:
+        return Decision(False, f"{completed:.0f} of the {rule.min_requests} requests a p99 needs")
+    a = steady.analyse(rates, rule.slice_s)
+    if a.stationary is None or a.half_width_rel is None:
+        return Decision(False, f"{a.batches} batch means after the warm-up: too few to judge", a)
+    precise = a.half_width_rel <= rule.target
+    if precise and a.stationary:
+        return Decision(True, f"precise and steady at {elapsed:.0f} s: 95% interval ±{a.half_width_rel:.1%} "
+                              f"(target ±{rule.target:.0%}), stationary (p={a.p_value:.2f}), warm-up "
+                              f"{a.truncated_s:.0f} s", a)
+    why = [] if precise else [f"±{a.half_width_rel:.1%} > ±{rule.target:.0%}"]
+    if not a.stationary:
+        why.append(f"not stationary (p={a.p_value:.3f})")
+    return Decision(False, "; ".join(why), a)
+
+
+class Controller:
+    """The rule applied live: ``poll(elapsed, rates, completed)`` is called often; it looks only at checkpoints."""
+
+    def __init__(self, rule: StopRule, duration_s: float):
+        self.rule = rule
+        self.pending = checkpoints(rule, duration_s)
+        self.looks: list[tuple[float, str]] = []          # (checkpoint, what it found)
+        self.decision: Decision | None = None
+
+    def poll(self, elapsed: float, rates, completed: float) -> str | None:
+        if self.decision is not None and self.decision.stop:
+            return None
+        if not self.pending or elapsed < self.pending[0]:
+            return None
+        while self.pending and self.pending[0] <= elapsed:
+            self.pending.pop(0)
+        found = decide(self.rule, list(rates()), completed(), elapsed)
+        self.looks.append((round(elapsed, 1), found.reason))
+        self.decision = found
+        return found.reason if found.stop else None

@@ -1,0 +1,158 @@
+"""The pytest plugin (entry point ``pytest11: servebench``): recipes become cases, one deployment per profile.
+
+* Markers come from the catalog: ``hardware``, ``local``, ``slurm``, ``offload`` and one per cluster
+  ``gpu_type`` (``gb200``, ``h200``, ...), registered at start-up so ``--strict-markers`` accepts them.
+* ``pytest_generate_tests`` turns every (profile, concurrency) of the catalog into one case of any test that
+  asks for ``sb_point``, with a readable id, the profile's markers and ``xdist_group(<profile id>)`` (so under
+  ``-n N --dist loadgroup`` a profile's points share one worker, hence one allocation).
+* The fixtures (:mod:`servebench.plugin.fixtures`) allocate once per profile, start servers once, measure per point.
+* Sites extend it through the hooks in :mod:`servebench.plugin.hookspecs`, and add cluster backends and load
+  generators through entry points (servebench.core.entry_points).
+* A broken recipe fails collection with one message per problem, naming file, key and fix.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from servebench.catalog.loader import load_clusters
+from servebench.cluster import Allocation, release_all
+from servebench.core.errors import ConfigError, Problem
+from servebench.core.results_folder import CaseFolder
+from servebench.plugin import hookspecs
+from servebench.plugin.session import ALLOCATION, NAME, ServebenchSession, of
+
+pytest_plugins = ["servebench.plugin.fixtures"]
+log = logging.getLogger(__name__)
+
+BASE_MARKERS = {
+    "hardware": "needs a GPU cluster (never runs in CI; skipped with a reason when absent)",
+    "local": "the embedded default benchmark on this machine (vLLM CPU, generated model)",
+    "slurm": "needs a Slurm controller (CI starts a local one with scripts/slurm-local)",
+    "offload": "the CPU KV-cache offload arm of a profile",
+}
+
+
+def pytest_addhooks(pluginmanager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("servebench")
+    group.addoption("--recipes", metavar="DIR", help="recipe catalog (default: <rootdir>/recipes)")
+    group.addoption("--cluster", metavar="NAME",
+                    help="run hardware cases of this cluster (e.g. gb200-nv); without it they are skipped")
+    group.addoption("--results-dir", metavar="DIR", default="results",
+                    help="where per-point results, logs and reports go (default: results)")
+    group.addoption("--reuse-results", metavar="DIR",
+                    help="skip points with a schema-valid result of the same recipe fingerprint in DIR/points "
+                         "(still judged; marked reused); anything else runs")
+    group.addoption("--baseline", metavar="FILE",
+                    help="also fail a point whose output tok/s per GPU drops below the baseline's x "
+                         "(1 - profile.gates.baseline_tolerance); see `servebench baseline`")
+    group.addoption("--history", metavar="DB",
+                    help="record every measured point in this results history at the end (default: "
+                         "<results-dir>/history.sqlite; see `servebench history`, `servebench compare`)")
+    group.addoption("--compare-run", metavar="RUN",
+                    help="also fail a point that is worse with confidence than the same point of these runs of the "
+                         "history (output tok/s per GPU, 95%% interval; see `servebench compare`)")
+    group.addoption("--no-history", action="store_true", help="do not record this session's points in the history")
+    group.addoption("--run-length", choices=("fixed", "adaptive"), default=None,
+                    help="every point's run-length rule, over its profile's load.stop.mode: fixed (duration_s) or "
+                         "adaptive (stop once the throughput is precise and steady; README: Run length)")
+    group.addoption("--load-bin", "--aiperf-bin", dest="load_bin", metavar="PATH",
+                    help="the load generator's executable (default: the generator's own: AIPerf's is $AIPERF_BIN "
+                         "or .venvs/aiperf/bin/aiperf)")
+
+
+def markers(recipes: Path) -> dict[str, str]:
+    """Every marker a case of this catalog can carry: the base ones and one per cluster gpu_type. Read from the
+    cluster files alone, so a broken profile still fails collection with its own message, not a marker error."""
+    out = dict(BASE_MARKERS)
+    problems: list[Problem] = []
+    if recipes.is_dir():
+        for cluster in load_clusters(recipes, problems).values():
+            for name in cluster.markers:
+                out.setdefault(name, f"a case of a profile on a {name.upper()} cluster (e.g. {cluster.name})")
+    return out
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    session = ServebenchSession(config)
+    config.pluginmanager.register(session, NAME)
+    config.pluginmanager.register(session.collector, "servebench-summary")
+    for name, text in markers(session.recipes_dir).items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+    atexit.register(release_all)
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM (a CI cancel, scancel of the login job, a timeout wrapper) unwinds like Ctrl-C:
+        # pytest then runs every fixture teardown, which releases allocations and stops processes.
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum, frame):  # noqa: ARG001
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "sb_point" not in metafunc.fixturenames:
+        return
+    session = of(metafunc.config)
+    try:
+        pts, broken = session.points(), None
+    except ConfigError as err:
+        pts, broken = [], f"invalid recipe(s):\n{err}"
+    if broken:      # outside the except block: pytest shows the problem list once, not chained to itself
+        pytest.fail(broken, pytrace=False)
+    params = [pytest.param(pt.profile.id, pt.allocation_key, pt.id, id=pt.id,
+                           marks=[*(getattr(pytest.mark, m) for m in pt.markers),
+                                  pytest.mark.xdist_group(pt.allocation_key)])
+              for pt in pts]
+    # Both are indirect: the profile id (shared by a profile's points) is the cache key of the session-scoped
+    # `sb_profile` fixture and of everything built on it (allocation, deployment), so pytest keeps them across
+    # a profile's cases and tears them down only between profiles; the point id is unique per case.
+    metafunc.parametrize(["sb_profile", "sb_allocation_key", "sb_point"], params, indirect=True, scope="session")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    """A failing case shows the log tail of every node process of its allocation that ended when it should not
+    have (a one-shot step that exited 0 did its job; a tail the failure's message already shows is not repeated),
+    and keeps a copy of every server log in its case directory."""
+    report = yield
+    callspec = getattr(item, "callspec", None)
+    case = callspec.params.get("sb_point") if callspec is not None else None
+    if case is not None:
+        report.user_properties.append(("servebench_case", case))
+    alloc = getattr(item, "funcargs", {}).get("sb_allocation") or item.stash.get(ALLOCATION, None)
+    if report.failed and isinstance(alloc, Allocation):
+        shown = str(report.longrepr or "")
+        ended = [p for p in alloc.processes if p.popen is not None and not p.alive()]
+        server_died = any(not p.oneshot for p in ended)
+        for proc in ended:
+            if proc.oneshot and (proc.popen.returncode == 0 or server_died):
+                continue     # its job done, or a consequence of the server's death (the client's errors)
+            if str(proc.log) not in shown:
+                report.sections.append((f"{proc.name} on node {proc.node} exited ({proc.popen.returncode}); "
+                                        f"tail of {proc.log}", proc.tail()))
+        if case is not None:
+            _keep_logs(alloc, of(item.config).results.case(callspec.params["sb_profile"], case))
+    return report
+
+
+def _keep_logs(alloc: Allocation, case: CaseFolder) -> None:
+    """A failing case keeps a copy of every server log as it was when it failed (the live logs go on)."""
+    import shutil
+
+    case.server_logs.mkdir(parents=True, exist_ok=True)
+    for proc in alloc.processes:
+        try:
+            shutil.copy2(proc.log, case.server_log(proc.name, proc.rank))
+        except OSError as err:
+            log.warning("could not keep %s: %s", proc.log, err)

@@ -1,0 +1,123 @@
+"""The cluster description (``recipes/clusters/<name>.yaml``): its nodes and GPUs, the backend that holds them, and
+how server processes start there.
+
+``backend`` names a registered cluster backend (servebench.core.entry_points: ``slurm``, ``local``, or a site's);
+the catalog refuses a name no backend is registered under. ``slurm:`` is the Slurm backend's own section.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, StrictBool, StrictInt
+
+from servebench.recipe.schema.sweep import EnvName, OneLine, _Strict
+
+class SlurmAccess(_Strict):
+    partition: OneLine | None = None
+    account: OneLine | None = None
+    pyxis: StrictBool = False
+    gres: OneLine = "gpu"
+    drop: list[str] = Field(default_factory=list, description="recipe sbatch_directives / srun_options this "
+                            "cluster cannot honour (a stand-in's small nodes, no pyxis); dropped and reported")
+    node_local: dict[OneLine, OneLine] = Field(
+        default_factory=dict, description="a stand-in's node-local disks: path every step sees -> the folder of this "
+        "host that backs it on each node ({node}: the node's name); the session's own process does not see them, "
+        "as a login node does not see a compute node's NVMe")
+    orphan_after_s: StrictInt = Field(
+        180, ge=20, description="the holder job ends itself once the session's heartbeat (a file in the profile "
+        "folder the session rewrites every orphan_after_s/6 s) has not changed for this long: a session killed "
+        "with SIGKILL, a lost login shell or CI runner gives its nodes back within this bound, not the time limit")
+
+
+class Network(_Strict):
+    """Interfaces for NCCL/Gloo; None = detected on the node at launch."""
+
+    nccl_socket_ifname: str | None = None
+    gloo_socket_ifname: str | None = None
+
+
+class Infra(_Strict):
+    """Where etcd and NATS come from when the cluster's discovery is etcd (the model image may not carry them)."""
+
+    image: OneLine | None = Field(None, description="pyxis: run etcd/NATS in this image instead of the recipe's")
+    etcd: list[OneLine] = Field(["etcd"], description="argv prefix of etcd on the head node")
+    nats_server: list[OneLine] = Field(["nats-server"], description="argv prefix of nats-server on the head node")
+
+
+class Client(_Strict):
+    """Where the load generator runs and what it runs with. ``head``: an srun step on the head compute node, as the
+    seed and srt-slurm run their clients (the model and the staged corpus are where that node sees them); ``login``:
+    the session's own host (only where that host sees the model, the corpus and the servers' ports)."""
+
+    placement: Literal["head", "login"] = "head"
+    python: OneLine = Field(".venvs/aiperf/bin/python", description="interpreter of the client's step (AIPerf's "
+                            "venv on shared storage, or python3 in an image); relative = the repo")
+    executable: list[OneLine] | None = Field(None, description="the load generator's command as the client sees it "
+                                             "(unset: the generator's own, e.g. .venvs/aiperf/bin/aiperf)")
+    install: list[OneLine] = Field(default_factory=list, description="pip requirements installed first in the "
+                                   "client's own step (an image without AIPerf: aiperf==0.13.0)")
+    image: OneLine | None = Field(None, description="pyxis: run the client in this image (unset: the recipe's)")
+    cache: OneLine | None = Field(None, description="shared cache as the client sees it: HF_HOME (tokenizer, staged "
+                                  "corpus) and AIPerf's dataset mmap cache, reused by every point (unset: the results "
+                                  "folder's .hf-cache)")
+    tmpdir: OneLine = Field("/tmp", description="node-local folder for AIPerf's IPC sockets (TMPDIR)")
+
+
+class Runtime(_Strict):
+    """How server processes are started on this cluster's nodes."""
+
+    python: OneLine = Field("python3", description="interpreter for dynamo.frontend / dynamo.vllm (relative = repo)")
+    vllm_serve: list[OneLine] = Field(["vllm", "serve"], description="argv prefix of a plain vLLM server")
+    discovery: Literal["etcd", "file"] = Field(
+        "etcd", description="Dynamo discovery: etcd + NATS on the head node, or a shared directory")
+    environment: dict[EnvName, OneLine | None] = Field(
+        default_factory=dict, description="added to every server process; null unsets a variable")
+    node_environment: list[dict[EnvName, OneLine]] = Field(
+        default_factory=list, description="per node rank: added to that node's worker (e.g. CPU core binding)")
+    model_paths: dict[str, OneLine] = Field(
+        default_factory=dict, description="recipe model.path alias -> directory on the nodes")
+    container_model_dir: str = "/model"
+    container_mounts: dict[OneLine, OneLine] = Field(default_factory=dict, description="with containers: more host "
+                                                     "paths every process sees (host -> inside), e.g. a staged draft "
+                                                     "model")
+    flag_table: str = Field("dynamo-1.6.1_vllm-0.31.0",
+                            description="servebench/data/flags/<name>.json: flags each entrypoint accepts")
+    dynamo_install: StrictBool = Field(
+        True, description="run the recipe's dynamo.install on every node; false where the environment stands in "
+                          "for the image and carries its own Dynamo (preflight then reports the version it finds)")
+    infra: Infra = Infra()
+    model_load_gib_per_s: float | None = Field(None, gt=0, le=1000, description="how fast each node reads its share of "
+                                               "the checkpoint (measured or declared): the time budget's model load")
+    startup_s: StrictInt = Field(600, ge=0, le=86400, description="engine start after the weights are read (graph "
+                                 "capture, warmup): part of the time budget's model load")
+    client: Client = Client()
+
+
+class ClusterSpec(_Strict):
+    name: str
+    description: str = ""
+    kind: Literal["gpu", "embedded"]
+    backend: str = Field(pattern=r"^[a-z][a-z0-9_-]*$", description="a registered cluster backend: slurm, local, "
+                         "or a site's (entry point group servebench.backends)")
+    backend_options: dict[str, Any] = Field(default_factory=dict, description="a site backend's own settings")
+    gpu_type: str = Field(pattern=r"^[a-z0-9]+$")
+    runners: list[str] = []
+    nodes: StrictInt = Field(gt=0)
+    gpus_per_node: StrictInt = Field(gt=0)
+    hbm_gib_per_gpu: float = Field(gt=0)
+    host_dram_mib_per_node: StrictInt = Field(gt=0)
+    dram_utilization: float = Field(gt=0, le=1)
+    slurm: SlurmAccess = SlurmAccess()
+    network: Network = Network()
+    runtime: Runtime = Runtime()
+
+    @property
+    def markers(self) -> list[str]:
+        if self.kind == "gpu":
+            return ["hardware", self.gpu_type]
+        return ["local"] + ([self.backend] if self.backend != "local" else [])
+
+    @property
+    def dram_budget_bytes_per_node(self) -> float:
+        return self.host_dram_mib_per_node * 2**20 * self.dram_utilization

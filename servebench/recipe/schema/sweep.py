@@ -1,0 +1,180 @@
+"""servebench's own sections: the sweep profile and the cluster description.
+
+A *profile file* has three top-level keys::
+
+    extends: base.yaml        # an srt-slurm recipe, or another profile file
+    profile: {...}            # servebench's sweep section (this module)
+    recipe: {...}             # an srt-slurm overlay, deep-merged onto the base's recipe
+
+The srt-slurm part stays pure srt-slurm, so the effective recipe can be handed to srtctl.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints, model_validator
+
+
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+EnvName = Annotated[str, StringConstraints(pattern=_ENV_NAME)]
+OneLine = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]*$")]   # no newline, CR, NUL, ...
+# Rules a profile may waive (`waive: {rule: reason}`): they flag a setting that measures something other than
+# what the sweep is for, not one that breaks the launch or the result.
+WAIVABLE = Literal["batch-capacity", "cuda-graphs"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Layout(_Strict):
+    """How the GPUs of one serving deployment are split (result metadata and checks)."""
+
+    tp: StrictInt = Field(1, ge=1)
+    dp: StrictInt = Field(1, ge=1)
+    pp: StrictInt = Field(1, ge=1)
+    ep: StrictInt = Field(1, ge=1)
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.dp * self.pp
+
+    def __str__(self) -> str:
+        parts = [f"TP{self.tp}"] + [f"{k.upper()}{v}" for k, v in (("dp", self.dp), ("pp", self.pp)) if v > 1]
+        text = " x ".join(parts)
+        return f"{text} (EP{self.ep})" if self.ep > 1 else text
+
+
+class Labels(_Strict):
+    """Sweep labels, as in InferenceX's master config."""
+
+    spec_decoding: Literal["mtp", "draft_model", "none"] = Field("none", alias="spec-decoding")
+    kv_offloading: Literal["none", "dram"] = Field("none", alias="kv-offloading")
+    kv_offload_backend: str | None = Field(None, alias="kv-offload-backend")
+
+
+class Gates(_Strict):
+    """What a point must meet to pass."""
+
+    error_rate: float = Field(0.10, ge=0, le=1, description="final gate: errors / completed requests")
+    live_error_rate: float | None = Field(None, ge=0, le=1, description="abort the run early above this")
+    min_output_tps_per_gpu: dict[StrictInt, float] = Field(
+        default_factory=dict, description="throughput floor per concurrency, output tok/s per GPU")
+    min_concurrency_ratio: float = Field(0.9, gt=0, le=1, description="without the client's issue latency: "
+                                         "effective concurrency must reach this share of what the trace allows")
+    max_issue_latency_ms: float = Field(50.0, gt=0, le=60_000, description="client-bound when AIPerf's p99 "
+                                        "credit-to-start latency (request sent after its schedule) exceeds this")
+    allow_client_bound: StrictBool = False
+    require_steady: StrictBool = Field(False, description="fail a point whose throughput never became stationary "
+                                       "(Heidelberger-Welch) within its run; the verdict gives the drift")
+    baseline_tolerance: float = Field(
+        0.45, ge=0, lt=1, description="with --baseline: allowed drop of output tok/s per GPU (README: run-to-run noise)")
+
+    @property
+    def live(self) -> float:
+        return self.error_rate if self.live_error_rate is None else self.live_error_rate
+
+
+class TraceShape(_Strict):
+    """Shape of the generated agentic sessions (``dataset: generated``); see servebench.load.traces."""
+
+    sessions_per_concurrency: StrictInt = Field(20, gt=0, le=10_000, description="sessions in the file per live session")
+    turns: StrictInt = Field(4, ge=2, le=1000)
+    system_words: StrictInt = Field(300, ge=0, le=1_000_000)
+    user_words: StrictInt = Field(40, gt=0, le=1_000_000)
+    tool_words: StrictInt = Field(60, ge=0, le=1_000_000)
+    assistant_words: StrictInt = Field(30, ge=0, le=1_000_000)
+    output_tokens: StrictInt = Field(32, gt=0, le=1_000_000)
+    think_ms: StrictInt = Field(500, ge=0, le=3_600_000)
+    subagent_rate: float = Field(0.2, ge=0, le=1)
+
+
+class StopRule(_Strict):
+    """How long a point runs (servebench.load.stopping; README: Run length). ``fixed``: the whole ``duration_s``
+    (the seed's protocol). ``adaptive``: after ``min_s`` and ``min_requests``, at checkpoints growing by
+    ``growth``, stop once the 95% interval of the throughput's mean (batch means after the MSER-5 warm-up) is within
+    ``target`` of it and the series is stationary; else run to ``duration_s``."""
+
+    mode: Literal["fixed", "adaptive"] = "fixed"
+    min_s: float = Field(120.0, gt=0, le=86400, description="no stop before this many seconds of the run")
+    min_requests: StrictInt = Field(662, ge=0, le=10_000_000, description="nor before this many completed "
+                                    "requests (MLPerf's minimum for a p99 at 99% confidence)")
+    target: float = Field(0.02, gt=0, lt=1, description="relative half-width of the 95% interval to reach")
+    growth: float = Field(1.5, gt=1, le=10, description="checkpoint k is at min_s x growth^k")
+    slice_s: float = Field(5.0, gt=0, le=600, description="seconds per slice of the counters' series")
+
+
+# profile.load keys every load generator applies; the others only the generators that declare them (`honours`).
+COMMON_LOAD_KEYS = frozenset({"generator", "options", "dataset", "trace", "duration_s", "warmup_grace_s", "seed",
+                              "idle_wait_s", "post_duration_grace_s", "stop"})
+
+
+class LoadSection(_Strict):
+    """How the load generator drives each point. The keys every generator applies are :data:`COMMON_LOAD_KEYS`; the
+    rest are applied by the generators that declare them (AIPerf: all of them; README: AIPerf options)."""
+
+    generator: str = Field("aiperf", pattern=r"^[a-z][a-z0-9_-]*$", description="a registered load generator: "
+                           "aiperf, or a site's (entry point group servebench.load_generators)")
+    options: dict[str, Any] = Field(default_factory=dict, description="the generator's own options (each generator "
+                                    "says which it takes)")
+    dataset: str = Field("generated", description="'generated' (servebench's agentic sessions) or an AIPerf "
+                                                  "--public-dataset name, e.g. semianalysis_cc_traces_weka_062126")
+    trace: TraceShape = TraceShape()
+    duration_s: StrictInt = Field(3600, gt=0, le=7 * 86400, description="--benchmark-duration")
+    warmup_grace_s: StrictInt = Field(1800, ge=0, le=86400, description="dataset mode: --agentic-warmup-grace-"
+                                      "period (how long the warmup barrier waits for priming requests)")
+    post_duration_grace_s: float | None = Field(None, ge=0, le=86400, description="--benchmark-grace-period (wait "
+                                                "for responses after the duration); unset = AIPerf's 30 s")
+    idle_gap_cap_s: StrictInt = Field(300, gt=0, le=86400, description="dataset mode: --trace-idle-gap-cap-seconds "
+                                      "(longest idle gap within one trace)")
+    system_idle_gap_cap_s: float | None = Field(None, gt=0, le=86400, description="dataset mode: --system-idle-gap-"
+                                                "cap-seconds (longest time the whole replay may sit idle)")
+    dataset_entries: StrictInt | None = Field(None, gt=0, le=1_000_000, description="dataset mode: "
+                                              "--num-dataset-entries (AIPerf reads 100 unless told)")
+    cache_bust: Literal["first-turn-prefix", "first-turn-suffix", "system-prefix", "system-suffix", "none"] = Field(
+        "first-turn-prefix", description="dataset mode: --cache-bust; a marker unique per AIPerf run (point) and "
+        "trajectory, so no point rides on the prefix cache an earlier point of the same server built")
+    trajectory_start: tuple[float, float] | None = Field(None, description="dataset mode: --trajectory-start-min/"
+                                                         "max-ratio (where in its trajectory each lane starts)")
+    agentic_cache_warmup_s: float | None = Field(None, gt=0, le=86400, description="dataset mode: "
+                                                 "--agentic-cache-warmup-duration")
+    max_context_tokens: StrictInt | None = Field(None, gt=0, description="dataset mode: --max-context-length")
+    slice_duration_s: float | None = Field(None, gt=0, le=3600, description="--slice-duration")
+    tokenizer_trust_remote_code: StrictBool = Field(False, description="--tokenizer-trust-remote-code")
+    idle_wait_s: StrictInt = Field(1800, gt=0, le=86400, description="max wait for idle engines before a point")
+    dataset_timeout_s: StrictInt | None = Field(None, gt=0, le=86400, description="how long the load generator may "
+                                                "take to load and tokenize the corpus (AIPerf's dataset configuration "
+                                                "timeout; the seed: 1800 s); unset = the generator's default")
+    seed: StrictInt = Field(42, ge=0, le=2**32 - 1, description="--random-seed")
+    burst_phase_starts: StrictBool = Field(False, description="dataset mode: --burst-phase-starts")
+    stop: StopRule = StopRule()
+
+    @model_validator(mode="after")
+    def _ratios(self) -> "LoadSection":
+        lo, hi = self.trajectory_start or (0.0, 1.0)
+        if not 0 <= lo <= hi <= 1:
+            raise ValueError(f"trajectory_start must be [min, max] with 0 <= min <= max <= 1, got {[lo, hi]}")
+        return self
+
+
+class ProfileSection(_Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_]*$")
+    model: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
+    cluster: str
+    description: str = ""
+    concurrency: list[StrictInt] = Field(max_length=256)
+    layout: Layout
+    labels: Labels = Labels()
+    gates: Gates = Gates()
+    load: LoadSection = LoadSection()
+    stop_grace_s: StrictInt = Field(60, ge=0, le=3600, description="at release, how long a process may take to "
+                                    "stop after TERM before KILL (engines deregister before etcd goes)")
+    templates: list[str] = Field(
+        default_factory=list,
+        description="env keys (e.g. environment.LOG_DIR) whose {placeholders} servebench fills at launch")
+    allocations: Literal["one", "fit"] = Field("one", description="one: every point in one allocation; fit: the "
+                                               "points split over as many allocations as the job's time limit needs")
+    waive: dict[WAIVABLE, Annotated[OneLine, StringConstraints(min_length=10)]] = Field(
+        default_factory=dict, description="advisory rules this profile breaks on purpose, each with the reason "
+        "(e.g. a deliberately slowed run); every run lists them")

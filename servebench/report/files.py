@@ -1,0 +1,135 @@
+"""The report of a results folder: Pareto plots, the offload A/B, report.md (a PR comment) and points.csv.
+
+Input is only the folder's ``points/*.json`` (invalid files are listed, not plotted), so a report can be rebuilt
+from an artifact download. Verdicts are the ones the pytest cases stored with their points (baseline gate
+included); the report never re-judges. Every number is shown by the one formatter (servebench.core.format), every
+column is a metric of the registry (servebench.results.metrics).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from servebench.core.files import write_atomic
+from servebench.core.format import number
+from servebench.core.results_folder import ReportFolder, ResultsFolder
+from servebench.report import gpuhours, offload, plots
+from servebench.results import metrics as registry
+from servebench.results.files import load_points
+from servebench.results.model import PointResult
+
+
+def verdict_text(r: PointResult) -> str:
+    return r.verdict.summary() if r.verdict is not None else "not judged"
+
+
+@dataclass
+class Report:
+    points: list[PointResult]
+    rejected: dict[str, str]
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def verdicts(self) -> dict[str, str]:
+        return {r.identity.case_id: verdict_text(r) for r in self.points}
+
+
+def _groups(points: list[PointResult]) -> dict[tuple[str, str], dict[str, list[PointResult]]]:
+    groups: dict = defaultdict(lambda: defaultdict(list))
+    for r in points:
+        groups[(r.identity.model, r.identity.cluster)][r.identity.profile].append(r)
+    for profiles in groups.values():
+        for rows in profiles.values():
+            rows.sort(key=lambda r: r.identity.concurrency)
+    return groups
+
+
+def ab_section(pair: offload.Pair, rows: list[dict], measured_in: dict[str, list[int]]) -> str:
+    lines = [f"### Offload A/B: `{pair.offload}` vs `{pair.base}`", ""]
+    if not rows:
+        lines.append(f"No concurrency measured in both arms ({pair.base}: {measured_in.get(pair.base, [])}, "
+                     f"{pair.offload}: {measured_in.get(pair.offload, [])}).")
+        return "\n".join(lines) + "\n"
+    lines += ["| concurrency | base tok/s/GPU | offload tok/s/GPU | ratio | base TTFT p50 ms | offload TTFT p50 ms "
+              "| base local-cache share | offload local-cache share | offload CPU-tier share |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        cells = [str(row["concurrency"]), number(row["base_tps_gpu"], "tok/s"), number(row["offload_tps_gpu"], "tok/s"),
+                 number(row["ratio"], "ratio"), number(row["base_ttft_p50"], "ms"),
+                 number(row["offload_ttft_p50"], "ms"), number(row["base_local_cache"], "share"),
+                 number(row["offload_local_cache"], "share"), number(row["cpu_tier"], "share")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def markdown(rep: Report, plot_files: list[Path], ab_sections: list[str], held: str = "") -> str:
+    columns = registry.shown("report")
+    lines = ["# servebench report", "",
+             f"{len(rep.points)} point(s)" + (f", {len(rep.rejected)} file(s) rejected" if rep.rejected else ""), "",
+             "| case | verdict | " + " | ".join(m.label for m in columns) + " |",
+             "|---|---|" + "---:|" * len(columns)]
+    for r in sorted(rep.points, key=lambda r: (r.identity.profile, r.identity.concurrency)):
+        cells = [number(m.get(r), m.unit) for m in columns]
+        lines.append(f"| {r.identity.case_id} | {verdict_text(r)} | " + " | ".join(cells) + " |")
+    if plot_files:
+        lines += ["", "Plots: " + ", ".join(f"`{p.name}`" for p in plot_files)]
+    lines += [""] + (ab_sections or ["No offload A/B: no offload arm with a base arm that differs from it in the "
+                                     "offload alone (same model, cluster, layout, frontend, versions, load).\n"])
+    lines += ["", held or "## GPU-hours held\n\nNo manifest.json in this results folder: nothing says what was held.\n"]
+    if rep.rejected:
+        lines += ["", "Rejected result files:"] + [f"- `{k}`: {v}" for k, v in sorted(rep.rejected.items())]
+    return "\n".join(lines) + "\n"
+
+
+def points_csv(points: list[PointResult]) -> str:
+    """Every identity column and every metric of the registry, unformatted (for machines)."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow([*registry.IDENTITY, *registry.METRICS, "verdict"])
+    for r in sorted(points, key=lambda r: r.identity.case_id):
+        values = [fn(r) for fn in registry.IDENTITY.values()] + [m.get(r) for m in registry.METRICS.values()]
+        writer.writerow(["" if v is None else v for v in values] + [verdict_text(r)])
+    return out.getvalue()
+
+
+def write(results_dir: Path, out_dir: Path | None = None, only: set[str] | None = None) -> Report:
+    """Write the report; ``only`` limits it to these case ids (the end of a session reports its own points)."""
+    results_dir = Path(results_dir)
+    points, rejected = load_points(results_dir)
+    out = ReportFolder(Path(out_dir) if out_dir else ResultsFolder.at(results_dir).report)
+    if out.root.exists() and not out.root.is_dir():
+        raise ValueError(f"--out {out.root}: a file; the report is a folder (report.md, points.csv, plots)")
+    out.root.mkdir(parents=True, exist_ok=True)
+    if only is not None:
+        points = [r for r in points if r.identity.case_id in only]
+        rejected = {k: v for k, v in rejected.items() if k.removesuffix(".json") in only}
+    rep = Report(points, rejected)
+    plot_files = []
+    for (model, cluster), profiles in sorted(_groups(points).items()):
+        path = plots.pareto(model, cluster, profiles, out.pareto(model, cluster))
+        if path:
+            plot_files.append(path)
+    measured_in: dict[str, list[int]] = defaultdict(list)
+    for r in points:
+        measured_in[r.identity.profile].append(r.identity.concurrency)
+    sections = []
+    for pair in offload.pairs(points):
+        rows = offload.rows(points, pair)
+        sections.append(ab_section(pair, rows, {k: sorted(v) for k, v in measured_in.items()}))
+        path = plots.offload_ab(pair, rows, out.offload_ab(pair.base, pair.offload))
+        if path:
+            plot_files.append(path)
+    for r in points:
+        path = plots.point_series(r, out.point_plot(r.identity.case_id))
+        if path:
+            plot_files.append(path)
+    accounting = gpuhours.of_folder(results_dir, points)
+    held = gpuhours.markdown(*accounting) if accounting else ""
+    write_atomic(out.markdown, markdown(rep, plot_files, sections, held))
+    write_atomic(out.csv, points_csv(points))
+    rep.files = [out.markdown, out.csv, *plot_files]
+    return rep

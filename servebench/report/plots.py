@@ -1,0 +1,119 @@
+"""The report's PNG plots (matplotlib, for report.md and the PR comment): the Pareto front of each model and
+cluster, and each offload A/B pair."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from servebench.core.format import measured
+from servebench.report.offload import Pair
+from servebench.results.model import PointResult
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def pareto(model: str, cluster: str, profiles: dict[str, list[PointResult]], out: Path) -> Path | None:
+    """Output tok/s per GPU against tok/s per user, one curve per profile, points labelled with their concurrency."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
+    drawn, xs_all = 0, []
+    for name, rows in sorted(profiles.items()):
+        pts = [(r.interactivity.output_tps_per_user.p50, r.throughput.output_tps_per_gpu, r.identity.concurrency)
+               for r in rows]
+        pts = [(x, y, c) for x, y, c in pts if measured(x) and measured(y) and x > 0]
+        if not pts:
+            continue
+        xs, ys, _ = zip(*pts)
+        xs_all += xs
+        line, = ax.plot(xs, ys, marker="o", label=name)
+        labels: dict[tuple[float, float], list[int]] = {}
+        for x, y, c in pts:            # points at the same place share one label ("c128, c192")
+            labels.setdefault((round(x, 6), round(y, 6)), []).append(c)
+        for i, ((x, y), here) in enumerate(labels.items()):
+            ax.annotate(", ".join(f"c{c}" for c in here), (x, y), textcoords="offset points",
+                        xytext=(6, 6 if i % 2 == 0 else -12), fontsize=8, color=line.get_color())
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return None
+    if max(xs_all) / min(xs_all) > 20:
+        ax.set_xscale("log")
+    ax.set_xlabel("interactivity: output tok/s per user (p50)")
+    ax.set_ylabel("throughput: output tok/s per GPU")
+    ax.set_title(f"{model} on {cluster}: throughput vs interactivity (labels: concurrency)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(title="profile", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def offload_ab(pair: Pair, rows: list[dict], out: Path) -> Path | None:
+    """Throughput per GPU (bars) and TTFT p50 (lines) of both arms at each shared concurrency."""
+    if not rows:
+        return None
+    plt = _pyplot()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.5), dpi=120)
+    width, xs = 0.38, range(len(rows))
+    for k, (arm, side) in enumerate(((pair.base, "base"), (pair.offload, "offload"))):
+        a1.bar([x + (k - 0.5) * width for x in xs], [row[f"{side}_tps_gpu"] or 0.0 for row in rows], width, label=arm)
+        a2.plot(list(xs), [row[f"{side}_ttft_p50"] or 0.0 for row in rows], marker="o", label=arm)
+    for ax in (a1, a2):
+        ax.set_xticks(list(xs), [str(row["concurrency"]) for row in rows])
+        ax.set_xlabel("concurrency (live sessions)")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+    a1.set_ylabel("output tok/s per GPU")
+    a1.set_title("throughput")
+    a2.set_ylabel("TTFT p50 (ms)")
+    a2.set_title("time to first token")
+    fig.suptitle(f"CPU KV offload A/B: {pair.offload} vs {pair.base}")
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def point_series(r: PointResult, out: Path) -> Path | None:
+    """One point over time: output tok/s per slice with the warm-up MSER-5 cut and where an adaptive run stopped,
+    TTFT p50 of the requests completed per slice, KV-cache usage, and the prefix-cache and CPU-tier shares."""
+    s = r.series
+    if s is None or not s.t:
+        return None
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(11, 6.5), dpi=110, sharex=True)
+    (a1, a2), (a3, a4) = axes
+    a1.plot(s.t, s.output_tps, lw=1)
+    a1.set_ylabel("output tok/s (engines)")
+    if r.steady is not None:
+        start = next((t for t, v in zip(s.t, s.output_tps) if v), s.t[0])
+        a1.axvline(start + r.steady.truncated_s, color="tab:orange", ls="--",
+                   label=f"warm-up cut (MSER-5): {r.steady.truncated_s:.0f} s")
+        if r.steady.mean_output_tps is not None:
+            a1.axhline(r.steady.mean_output_tps, color="tab:green", lw=0.8, label="steady mean")
+    if r.run.stopped_at_s is not None:
+        a1.axvline(r.run.stopped_at_s, color="tab:red", label=f"adaptive stop: {r.run.stopped_at_s:.0f} s")
+    a1.legend(fontsize=7)
+    a2.plot(s.t, [v if v is not None else float("nan") for v in s.ttft_p50_ms], lw=1, color="tab:purple")
+    a2.set_ylabel("TTFT p50 of completed (ms)")
+    a3.plot(s.t, [100 * v for v in s.kv_usage], lw=1, color="tab:brown")
+    a3.set_ylabel("KV-cache usage (%)")
+    for name, values in (("prefix cache", s.prefix_hit_share), ("CPU tier", s.cpu_tier_share)):
+        a4.plot(s.t, [100 * v if v is not None else float("nan") for v in values], lw=1, label=name)
+    a4.set_ylabel("share of prompt tokens (%)")
+    a4.legend(fontsize=7)
+    for ax in (a3, a4):
+        ax.set_xlabel("seconds since the load generator started")
+    for ax in axes.flat:
+        ax.grid(True, alpha=0.3)
+    fig.suptitle(f"{r.identity.case_id}: the point over time ({s.slice_s:g} s slices)")
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out

@@ -1,0 +1,203 @@
+"""Building one point's result from what was measured (servebench.load.measure.Measurement): the load generator's
+records (the raw truth, in neutral form) and the engines' counters around the run.
+
+The generator's summary covers the profiling phase only; its per-request records cover warmup too and carry each
+failure. When there is no summary (every request failed, or the file is torn) the counts come from the records
+and the result says why (``run.problems``). Building never raises on what a run wrote.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from servebench.load.measure import Measurement
+from servebench.load.records import busy_fraction
+from servebench.load.series import counter_series, record_series, token_rates
+from servebench.load.steady import analyse, needed, quantile_upper
+from servebench.results.model import SCHEMA_VERSION, PointResult
+from servebench.server.counters import Snapshot
+
+
+def error_cause(error: dict) -> str:
+    code = error.get("code")
+    text = f"{error.get('type', '')} {error.get('message', '')}".lower()
+    if code == 400 and "maximum context length" in text:
+        return "context_overflow"
+    if isinstance(code, int) and code >= 500:
+        return "server_error"
+    if isinstance(code, int) and code >= 400:
+        return "client_error"
+    if code is None and error.get("type") in ("RequestCancellationError", "CancelledError"):
+        return "cancelled"
+    return "transport" if code is None else "other"
+
+
+def _itl(dist: dict) -> dict:
+    """An ITL of exactly 0 is no inter-token gap measured (every token arrived in one chunk), not a fast server."""
+    return {k: (None if v == 0 else v) for k, v in dist.items()}
+
+
+def build(m: Measurement) -> PointResult:
+    point, rec = m.point, m.records
+    p = point.profile
+    lay = p.spec.layout
+    profiled = rec.profiled
+    causes = Counter(error_cause(r.error) for r in profiled if r.error is not None)
+
+    successful, errors, completed = rec.stat("successful"), rec.stat("errors"), rec.stat("completed")
+    problems = list(rec.problems)
+    if not rec.summary_present:              # counted from the records
+        errors = float(sum(causes.values()) + sum(1 for r in profiled if not r.ok and r.error is None))
+        successful = float(len(profiled)) - errors
+        completed = float(len(profiled))
+        if profiled:
+            problems.append(f"{rec.generator} wrote no summary: requests counted from its per-request records")
+    if completed is None and successful is not None:
+        completed = successful + (errors or 0.0)
+    error_rate = (errors / completed) if completed else None
+
+    gpus = p.topology.gpus          # every worker's GPUs (TP x DP x PP x agg_workers)
+    out_tps, total_tps = rec.stat("output_tps"), rec.stat("total_tps")
+    itl = _itl(rec.dist("itl_ms"))
+    eff = rec.stat("effective_concurrency")
+    busy = busy_fraction(profiled)
+    allowed = point.concurrency * busy if busy is not None else None
+
+    server, token_ratio = None, None
+    before, after, window = measured_window(m)
+    if before is not None and after is not None:
+        d = after - before
+        server = {**server_block(d), "source": window}
+        counted = sum(r.output_tokens or 0 for r in rec.requests if r.ok)
+        token_ratio = (counted / d.generation_tokens) if d.generation_tokens else None
+
+    return PointResult.model_validate({
+        "schema_version": SCHEMA_VERSION,
+        "identity": {
+            "case_id": point.id, "run_id": m.run_id, "profile": p.id, "model": p.spec.model,
+            "model_repo": p.recipe.identity.model.repo, "cluster": p.cluster.name, "gpu_type": p.cluster.gpu_type,
+            "image": p.recipe.model.container, "concurrency": point.concurrency,
+            "layout": {"tp": lay.tp, "dp": lay.dp, "pp": lay.pp, "ep": lay.ep}, "gpus": gpus,
+            "offload": {"enabled": p.offload, "backend": p.spec.labels.kv_offload_backend},
+            "spec_decoding": p.spec.labels.spec_decoding, "recipe_fingerprint": p.fingerprint,
+            "versions": {**m.versions, rec.generator: rec.version},
+            "pinned_versions": dict(p.recipe.identity.frameworks),
+            "dataset": p.spec.load.dataset, "started_at": m.started_at, "finished_at": m.finished_at,
+            "frontend": p.recipe.frontend.type, "load_fingerprint": p.load_fingerprint,
+        },
+        "run": {"generator": rec.generator, "exit_code": m.exit_code, "summary_present": rec.summary_present,
+                "was_cancelled": rec.cancelled, "is_complete": rec.complete, "idle_wait_s": m.idle_wait_s,
+                "artifact_dir": str(m.out_dir or m.case.load_dir(rec.generator)), "server_logs": list(m.logs),
+                "stopped_by": m.stopped_by, "interrupted": m.interrupted, "server_died": m.server_died,
+                "problems": problems, "mode": m.mode, "stop_reason": m.stop_reason,
+                "stopped_at_s": m.stopped_at_s, "planned_s": float(p.spec.load.duration_s), "checkpoints": [{"at_s": at, "found": found} for at, found in m.looks]},
+        "requests": {"completed": completed, "successful": successful, "errors": errors, "error_rate": error_rate,
+                     "errors_by_cause": dict(sorted(causes.items())), "warmup_dropped": len(rec.warmup)},
+        "throughput": {
+            "duration_s": rec.stat("duration_s"), "requests_per_s": rec.stat("requests_per_s"),
+            "input_tps": rec.stat("input_tps"), "output_tps": out_tps, "total_tps": total_tps, "gpus": gpus,
+            "output_tps_per_gpu": out_tps / gpus if out_tps is not None else None,
+            "total_tps_per_gpu": total_tps / gpus if total_tps is not None else None,
+        },
+        "interactivity": {
+            "output_tps_per_user": rec.dist("tps_per_user"),
+            "intvty_p50": 1000.0 / itl["p50"] if itl["p50"] else None,
+            "intvty_p90": 1000.0 / itl["p90"] if itl["p90"] else None,
+        },
+        "latency_ms": {"ttft": rec.dist("ttft_ms"), "itl": itl, "e2e": rec.dist("e2e_ms")},
+        "concurrency": {"target": point.concurrency, "effective_avg": eff,
+                        "ratio": (eff / point.concurrency) if eff is not None else None,
+                        "trace_allowed": allowed,
+                        "ratio_of_allowed": (eff / allowed) if eff is not None and allowed else None,
+                        "issue_latency_ms": rec.dist("issue_latency_ms")},
+        "server": server,
+        "output_token_ratio": token_ratio,
+        "steady": steady_block(m, gpus),
+        "series": series_block(m),
+        "evidence": evidence_block(profiled),
+        "machine": {"nodes": m.machine, "extra": m.machine_extra} if m.machine else None,
+        "telemetry": m.telemetry,
+    })
+
+
+def measured_window(m: Measurement) -> tuple:
+    """The counters over the measured window: from the scrape at the start of the profiling phase (the first
+    profiled request) to the last one; without the series, the scrapes around the whole run (warm-up included)."""
+    profiled = [r.start_s for r in m.records.profiled if r.start_s is not None]
+    if len(m.samples) >= 2 and profiled and m.run_started is not None:
+        start = min(profiled) - m.run_started
+        earlier = [s for s in m.samples if s.t <= start] or m.samples[:1]
+        return earlier[-1].snap, m.samples[-1].snap, (
+            f"engine counters over the measured window ({m.samples[-1].t - earlier[-1].t:.0f} s from the profiling "
+            f"phase's start; scraped every {m.samples[1].t - m.samples[0].t:.0f} s)")
+    return m.before, m.after, "suite scrape before/after the load generator's run (warmup + profiling)"
+
+
+def profiled_samples(m: Measurement) -> list:
+    """The counters' samples up to the profiling phase's end (its last request's end), as the stopping rule saw
+    them (servebench.load.steady leaves out the idle slices before the generator's first request)."""
+    ends = [r.end_s for r in m.records.profiled if r.end_s is not None]
+    if not ends or m.run_started is None:
+        return m.samples
+    inside = [s for s in m.samples if s.t <= max(ends) - m.run_started]
+    return inside if len(inside) >= 2 else m.samples
+
+
+def steady_block(m: Measurement, gpus: int) -> dict | None:
+    samples = profiled_samples(m)
+    rates = token_rates(samples)
+    if len(rates) < 2:
+        return None
+    slice_s = (samples[-1].t - samples[0].t) / len(rates)
+    a = analyse(rates, slice_s).as_dict()
+    mean = a.pop("mean")
+    return {**a, "source": "the engines' generation tokens per slice, from the first to the profiling phase's end "
+                           "(servebench.load.series)",
+            "slice_s": round(slice_s, 3), "mean_output_tps": mean,
+            "mean_output_tps_per_gpu": mean / gpus if mean is not None else None}
+
+
+def series_block(m: Measurement) -> dict | None:
+    counters = counter_series(m.samples)
+    if not counters["t"]:
+        return None
+    slice_s = counters["t"][-1] / len(counters["t"])
+    done = record_series(list(m.records.requests), m.run_started or 0.0, slice_s, len(counters["t"]))
+    return {"slice_s": round(slice_s, 3), **counters, **done}
+
+
+def evidence_block(profiled: list) -> dict:
+    """TTFT, end-to-end and inter-token p99 of the successful profiled requests, each with its upper bound."""
+    ok = [r for r in profiled if r.ok]
+    itl = [(r.latency_ms - r.ttft_ms) / (r.output_tokens - 1) for r in ok
+           if r.latency_ms is not None and r.ttft_ms is not None and (r.output_tokens or 0) > 1]
+    return {"ttft_p99_ms": quantile([r.ttft_ms for r in ok]), "e2e_p99_ms": quantile([r.latency_ms for r in ok]),
+            "itl_p99_ms": quantile(itl)}
+
+
+def quantile(values: list, p: float = 0.99, confidence: float = 0.99) -> dict:
+    xs = [v for v in values if v is not None]
+    need = needed(p, confidence)
+    return {"estimate": float(np.percentile(xs, 100 * p)) if xs else None,
+            "upper_bound": quantile_upper(xs, p, confidence), "confidence": confidence, "requests": len(xs),
+            "needed": need, "enough": len(xs) >= need}
+
+
+def _share(part: float, whole: float) -> float | None:
+    return min(1.0, max(0.0, part / whole)) if whole > 0 else None
+
+
+def server_block(d: Snapshot) -> dict:
+    """Counter deltas of the measured window. Prompt-token shares come from vLLM's per-request source counter
+    (prompt_tokens_by_source): the query counters grow on every scheduling attempt of a request waiting for KV
+    space, so hits / queries understates the hit rate under pressure."""
+    by_source = d.prompt_tokens_local_cache_hit + d.prompt_tokens_external + d.prompt_tokens_local_compute
+    return {"source": "suite scrape before/after the load generator's run (warmup + profiling)",
+            **{k: v for k, v in d.as_dict().items() if k not in ("running", "waiting", "kv_cache_usage", "engines")},
+            "prefix_cache_hit_rate": _share(d.prefix_cache_hits, d.prefix_cache_queries),
+            "external_prefix_cache_hit_rate": _share(d.external_prefix_cache_hits, d.external_prefix_cache_queries),
+            "prompt_token_shares": {"local_cache": _share(d.prompt_tokens_local_cache_hit, by_source),
+                                    "cpu_tier": _share(d.prompt_tokens_external, by_source),
+                                    "computed": _share(d.prompt_tokens_local_compute, by_source)}}

@@ -1,0 +1,146 @@
+"""Every number servebench reports about a point, defined once: its name, label, unit (how it reads: the one
+formatter, servebench.core.format), which way is better, where it is shown, and how it compares across runs.
+
+Every output reads this table: junit properties and points.csv (every metric), the summary table and the terminal
+(``shown``), report.md and report.html, the results history (every metric is stored by name), run-to-run noise
+and ``servebench compare`` (``compared``). A metric added here appears in all of them; a site can add its own
+with :func:`register`.
+
+How a compared metric is compared (servebench.history.compare):
+
+* ``change="ratio"``: B / A - 1, with run-to-run noise pooled on the log scale where the history has repeats;
+* ``change="difference"``: B - A (a share, such as the error rate: usually 0 in every repeat, so never pooled);
+* ``bootstrap``: how one run's interval is resampled when there are no repeats: by 5 s slices of the window
+  (``"time"``: a rate) or by request (``"request"``: the per-request value ``request`` gives, reduced by
+  ``reduce``).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Literal
+
+from servebench.core.format import UNITS
+from servebench.results.model import PointResult
+
+Row = tuple           # a profiled request: (output tokens, latency ms, TTFT ms, ok, end s) (servebench.load.records)
+Place = Literal["summary", "terminal", "report"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    label: str
+    unit: str                                           # servebench.core.format.UNITS
+    get: Callable[[PointResult], float | int | None]
+    better: Literal["higher", "lower"] | None = None    # None: a description, not a quality
+    shown: frozenset[str] = frozenset()                 # summary | terminal | report
+    compared: bool = False                              # compared across runs (compare, noise, --compare-run)
+    change: Literal["ratio", "difference"] = "ratio"
+    bootstrap: Literal["time", "request"] | None = None
+    request: Callable[[Row], float | None] | None = None   # bootstrap "request": a request's value (None: skip it)
+    reduce: Literal["mean", "median", "p99"] = "mean"
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise ValueError(f"metric {self.name}: unknown unit {self.unit!r} (known: {', '.join(UNITS)})")
+        if self.compared and self.better is None:
+            raise ValueError(f"metric {self.name}: a compared metric needs better='higher' or 'lower'")
+        if self.bootstrap == "request" and self.request is None:
+            raise ValueError(f"metric {self.name}: bootstrap by request needs request=<a request's value>")
+
+    @property
+    def pooled(self) -> bool:
+        """Whether run-to-run noise is pooled for it (positive quantities compared as ratios)."""
+        return self.compared and self.change == "ratio"
+
+
+def _server(fn: Callable[[Any], Any]) -> Callable[[PointResult], Any]:
+    return lambda r: fn(r.server) if r.server is not None else None
+
+
+def _per_user(row: Row) -> float | None:
+    tokens, latency, ttft, ok = row[0], row[1], row[2], row[3]
+    if not ok or latency is None or ttft is None or latency <= ttft:
+        return None
+    return (tokens - 1) / (latency - ttft) * 1000
+
+
+def _ttft(row: Row) -> float | None:
+    return row[2] if row[3] else None
+
+
+ALL = frozenset({"summary", "terminal", "report"})
+METRICS: dict[str, Metric] = {}
+
+
+def register(metric: Metric) -> Metric:
+    """Add a metric (a site's, or a new one of servebench's); its name must be new."""
+    if metric.name in METRICS:
+        raise ValueError(f"metric {metric.name!r} is already defined")
+    METRICS[metric.name] = metric
+    return metric
+
+
+@contextmanager
+def registered(metric: Metric) -> Iterator[Metric]:
+    """A metric defined for the duration of a block (tests, one-off analyses)."""
+    register(metric)
+    try:
+        yield metric
+    finally:
+        METRICS.pop(metric.name, None)
+
+
+for _m in (
+    Metric("output_tps", "output tok/s", "tok/s", lambda r: r.throughput.output_tps, "higher", ALL),
+    Metric("output_tps_per_gpu", "output tok/s per GPU", "tok/s", lambda r: r.throughput.output_tps_per_gpu,
+           "higher", ALL, compared=True, bootstrap="time"),
+    Metric("total_tps_per_gpu", "total tok/s per GPU", "tok/s", lambda r: r.throughput.total_tps_per_gpu, "higher"),
+    Metric("gpus", "GPUs", "count", lambda r: r.throughput.gpus),
+    Metric("tps_per_user_p50", "tok/s per user p50", "tok/s", lambda r: r.interactivity.output_tps_per_user.p50,
+           "higher", ALL, compared=True, bootstrap="request", request=_per_user, reduce="median"),
+    Metric("ttft_p50_ms", "TTFT p50 ms", "ms", lambda r: r.latency_ms.ttft.p50, "lower",
+           frozenset({"summary", "report"}), compared=True, bootstrap="request", request=_ttft, reduce="median"),
+    Metric("ttft_p99_ms", "TTFT p99 ms", "ms", lambda r: r.latency_ms.ttft.p99, "lower", compared=True,
+           bootstrap="request", request=_ttft, reduce="p99"),
+    Metric("itl_p50_ms", "ITL p50 ms", "ms", lambda r: r.latency_ms.itl.p50, "lower", frozenset({"report"})),
+    Metric("e2e_p50_ms", "E2E p50 ms", "ms", lambda r: r.latency_ms.e2e.p50, "lower"),
+    Metric("error_rate", "error rate", "share", lambda r: r.requests.error_rate, "lower", ALL, compared=True,
+           change="difference", bootstrap="request", request=lambda row: 1.0 - row[3]),
+    Metric("successful_requests", "successful requests", "count", lambda r: r.requests.successful, "higher"),
+    Metric("effective_concurrency", "effective concurrency", "conc", lambda r: r.concurrency.effective_avg, None,
+           frozenset({"summary", "report"})),
+    Metric("prefix_cache_hit_rate", "prefix cache hit rate", "share", _server(lambda s: s.prefix_cache_hit_rate)),
+    Metric("cpu_tier_hit_share", "CPU-tier share", "share", _server(lambda s: s.prompt_token_shares.cpu_tier),
+           None, ALL),
+    Metric("prompt_tokens_from_cpu_tier", "prompt tokens from the CPU tier", "count",
+           _server(lambda s: s.prompt_tokens_external), None, frozenset({"summary"})),
+    Metric("output_token_ratio", "generator / server output tokens", "ratio", lambda r: r.output_token_ratio),
+):
+    register(_m)
+
+
+def values(result: PointResult) -> dict[str, Any]:
+    """Every metric of one point, by name."""
+    return {name: m.get(result) for name, m in METRICS.items()}
+
+
+def shown(place: str) -> list[Metric]:
+    return [m for m in METRICS.values() if place in m.shown]
+
+
+def compared() -> list[Metric]:
+    return [m for m in METRICS.values() if m.compared]
+
+
+# Identity columns of points.csv, before the metrics.
+IDENTITY: dict[str, Callable[[PointResult], Any]] = {
+    "case_id": lambda r: r.identity.case_id, "profile": lambda r: r.identity.profile,
+    "model": lambda r: r.identity.model, "cluster": lambda r: r.identity.cluster,
+    "concurrency": lambda r: r.identity.concurrency, "tp": lambda r: r.identity.layout.tp,
+    "dp": lambda r: r.identity.layout.dp, "ep": lambda r: r.identity.layout.ep,
+    "offload": lambda r: r.identity.offload.enabled, "recipe_fingerprint": lambda r: r.identity.recipe_fingerprint,
+    "run_id": lambda r: r.identity.run_id,
+}

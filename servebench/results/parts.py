@@ -1,0 +1,144 @@
+"""Parts of a point's result that describe how it ran rather than what the load generator counted: the machine
+(each host's record), GPU telemetry, the steady-state analysis of its throughput, its series over time, and the
+evidence of its percentiles. :class:`servebench.results.model.PointResult` is the one model; these are its parts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+
+class GpuRecord(_Part):
+    index: int
+    name: str
+    uuid: str
+    driver: str | None
+    cuda: str | None
+    power_limit_w: float | None
+    power_max_limit_w: float | None
+    max_sm_clock_mhz: float | None
+    max_mem_clock_mhz: float | None
+    memory_mib: float | None
+    pci_bus_id: str | None
+    persistence_mode: str | None
+    compute_mode: str | None
+
+
+class GpuProcess(_Part):
+    gpu_uuid: str
+    pid: int | None
+    name: str
+    memory_mib: float | None
+
+
+class NodeRecord(_Part):
+    """One host as servebench/tools/machine_info.py saw it before the points (GPUs: what nvidia-smi lists)."""
+
+    node: str
+    rank: int
+    host: str | None = None
+    kernel: str | None = None
+    cpu: str | None = None
+    cores: int | None = None
+    cores_usable: int | None = None
+    memory_gib: float | None = None
+    loadavg: list[float] = Field(default_factory=list)
+    python: str | None = None
+    gpus: list[GpuRecord] = Field(default_factory=list)
+    gpu_processes: list[GpuProcess] = Field(default_factory=list, description="compute processes on the GPUs "
+                                            "when the deployment was recorded (the servers' own, or another tenant)")
+    problems: list[str] = Field(default_factory=list)
+
+
+class Machine(_Part):
+    nodes: list[NodeRecord]
+    extra: dict[str, Any] = Field(default_factory=dict, description="a site's pytest_servebench_machine_info fields")
+
+
+class Stat(_Part):
+    mean: float
+    min: float
+    max: float
+
+
+class GpuTelemetry(_Part):
+    node: str
+    index: int | None
+    uuid: str
+    samples: int
+    sm_clock_mhz: Stat | None
+    mem_clock_mhz: Stat | None
+    power_w: Stat | None
+    temperature_c: Stat | None
+    utilization_pct: Stat | None
+    memory_used_mib: Stat | None
+
+
+class Telemetry(_Part):
+    """GPU samples taken during the point's run (the load generator's warmup and profiling)."""
+
+    source: str
+    interval_s: float
+    gpus: list[GpuTelemetry]
+
+
+class SteadyInfo(_Part):
+    """Steady state of the output-token rate (servebench.load.steady; README: Run length)."""
+
+    method: str
+    source: str = Field(description="what the rate series is: the engines' generation tokens per slice")
+    slice_s: float
+    batch_size: int
+    batches: int
+    truncated_s: float = Field(description="the warm-up MSER-5 cut from the start of the run")
+    mean_output_tps: float | None
+    mean_output_tps_per_gpu: float | None
+    half_width_rel: float | None = Field(description="95% interval of the mean, relative (batch means, t)")
+    statistic: float | None = Field(description="Heidelberger-Welch's Cramér-von Mises statistic")
+    p_value: float | None
+    stationary: bool | None = Field(description="p >= 0.05; None: too few batch means to say")
+    drift_per_min_rel: float | None = Field(description="slope of the batch means after the warm-up, per minute, "
+                                            "relative to their mean")
+    lag1: float | None = Field(description="lag-1 autocorrelation of the batch means")
+
+
+class Series(_Part):
+    """The point over time, one value per slice of ``slice_s`` (t: its end, seconds since the generator started)."""
+
+    slice_s: float
+    t: list[float]
+    output_tps: list[float]
+    prompt_tps: list[float]
+    requests: list[float]
+    running: list[float]
+    waiting: list[float]
+    kv_usage: list[float]
+    prefix_hit_share: list[float | None]
+    cpu_tier_share: list[float | None]
+    completed: list[int] = Field(description="the generator's requests completed in the slice")
+    ttft_p50_ms: list[float | None]
+
+
+class Quantile(_Part):
+    """A p99 with its evidence: the order-statistic upper bound at 99% confidence (MLPerf LoadGen's early stopping)."""
+
+    estimate: float | None
+    upper_bound: float | None = Field(description="None: fewer requests than a bound needs")
+    confidence: float
+    requests: int
+    needed: int
+    enough: bool
+
+
+class Evidence(_Part):
+    ttft_p99_ms: Quantile
+    e2e_p99_ms: Quantile
+    itl_p99_ms: Quantile
+
+

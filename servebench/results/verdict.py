@@ -1,0 +1,144 @@
+"""Judge one point's result against its profile's gates (and a baseline). Each failed check has its own message.
+
+The pytest case judges once and stores the :class:`~servebench.result.Verdict` with the point; reports show
+that stored verdict and never re-judge.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from servebench.core.format import interval, number
+from servebench.recipe.profile import Profile
+from servebench.results.model import Check, PointResult, Verdict
+
+
+def _check(name: str, ok: bool, passed: str, failed: str) -> Check:
+    """A check with the message of its outcome: what passed, or what failed and the fix."""
+    return Check(name=name, ok=ok, message=passed if ok else failed)
+
+
+def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
+          baseline_file: str | None = None, schema_errors: list[str] = (), against: tuple[str, object] | None = None
+          ) -> Verdict:
+    """All checks in order. ``schema_errors``: how the written file breaks the checked-in JSON Schema (what
+    consumers of the file rely on). With a baseline (servebench.baseline), the point must also keep its
+    throughput within the profile's tolerance."""
+    checks = [_check("schema", not schema_errors, "the result file matches schemas/result.schema.json",
+                     "result file does not match schemas/result.schema.json:\n  " + "\n  ".join(schema_errors))]
+    g = profile.spec.gates
+    req, thr, conc, run = result.requests, result.throughput, result.concurrency, result.run
+    case, target = result.identity.case_id, result.identity.concurrency
+
+    if run.server_died or run.interrupted:        # recorded only when it happened: a failed check, first
+        checks.append(Check(name="servers", ok=False, message=(
+            f"the server died during the point: {run.server_died} (its log tail is in the report below; every "
+            "server log is kept in the case's server-logs/)" if run.server_died else
+            f"the session was interrupted during the point ({run.stopped_by}): not a measurement")))
+    why = (f"0 successful requests of {_count(req.completed)} completed" if req.completed
+           else f"{run.generator} completed no request")
+    if not run.summary_present:
+        why += f" and {run.generator} wrote no summary (exit code {run.exit_code}; see {run.artifact_dir}/logs)"
+    checks.append(_check("successful", bool(req.successful),
+                         f"{_count(req.successful)} successful requests of {_count(req.completed)} completed", why))
+
+    rate = req.error_rate
+    causes = ", ".join(f"{k} {v}" for k, v in req.errors_by_cause.items()) or "none classified"
+    counted = f"{_count(req.errors or 0)} of {_count(req.completed or 0)} requests"
+    checks.append(_check("error_rate", rate is not None and rate <= g.error_rate,
+                         f"error rate {_pct(rate)} ({counted}) within the gate {_pct(g.error_rate)}",
+                         f"error rate {_pct(rate)} ({counted}; {causes}) exceeds the gate {_pct(g.error_rate)} "
+                         "(profile.gates.error_rate)"))
+    if run.was_cancelled and run.stopped_at_s is None:       # not servebench's own adaptive stop
+        checks.append(Check(name="live_error_rate", ok=False, message=f"AIPerf aborted the run: live error rate "
+                            f"above {_pct(g.live)} (profile.gates.live_error_rate)"))
+    if g.require_steady:
+        checks.append(steady_check(result))
+
+    floor = g.min_output_tps_per_gpu.get(target)
+    got = thr.output_tps_per_gpu
+    if floor is not None:
+        checks.append(_check("throughput", got is not None and got >= floor,
+                             f"output throughput {_tps(got)} tok/s per GPU at or above the floor {_tps(floor)}",
+                             f"output throughput {_tps(got)} tok/s per GPU (over {thr.gpus} GPUs) is below "
+                             f"the floor {_tps(floor)} (profile.gates.min_output_tps_per_gpu[{target}])"))
+
+    base = (baseline or {}).get("points", {}).get(case)
+    if base is not None:
+        tol = g.baseline_tolerance
+        floor_b = base["output_tps_per_gpu"] * (1 - tol)
+        note = "" if base["recipe_fingerprint"] == result.identity.recipe_fingerprint else \
+            " (the baseline was measured with a different recipe fingerprint)"
+        checks.append(_check("baseline", got is not None and got >= floor_b,
+                             f"output {_tps(got)} tok/s per GPU within {_pct(tol)} of the baseline "
+                             f"{_tps(base['output_tps_per_gpu'])} (run {base['run_id']}){note}",
+                             f"regression: output {_tps(got)} tok/s per GPU < baseline "
+                             f"{_tps(base['output_tps_per_gpu'])} x (1 - {_pct(tol)}) = {_tps(floor_b)} "
+                             f"(run {base['run_id']}; profile.gates.baseline_tolerance){note}"))
+
+    checks.append(client_bound(conc, g))
+    if against is not None:        # (run ids, servebench.compare.Change of output tok/s per GPU)
+        runs, ch = against
+        span = interval(ch.low, ch.high)
+        measured_change = f"output tok/s per GPU {_tps(ch.b)} against {_tps(ch.a)} in run {runs}, " \
+                          f"{number(ch.rel, 'change')}{' ' + span if span else ''} (95% interval, {ch.basis})"
+        checks.append(_check("regression", ch.verdict != "worse", f"not worse with confidence: {measured_change}",
+                             f"regression with confidence: {measured_change}; --compare-run, README: Results "
+                             "history"))
+    return Verdict(passed=all(c.ok for c in checks), checks=checks, baseline=baseline_file,
+                   judged_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def steady_check(result: PointResult) -> Check:
+    """profile.gates.require_steady: the throughput became stationary within the run (Heidelberger-Welch)."""
+    st = result.steady
+    if st is None or st.stationary is None:
+        why = "no series to judge" if st is None else f"{st.batches} batch means after the warm-up: too few to judge"
+        return Check(name="steady", ok=False, message=f"not shown steady: {why} (profile.gates.require_steady)")
+    said = (f"after a warm-up of {number(st.truncated_s, 's')} s, {st.batches} batch means, Heidelberger-Welch "
+            f"p={st.p_value:.3f}, drift {number(st.drift_per_min_rel, 'change')} per minute")
+    return _check("steady", st.stationary, f"steady: stationary {said}",
+                  f"not steady: the throughput still drifts {said} (profile.gates.require_steady; a longer "
+                  "duration_s, or the server's own drift)")
+
+
+def client_bound(conc, g) -> Check:
+    """Was the load generator, not the server, the limit? The client's own evidence decides: AIPerf's credit-to-start
+    latency (how late it sent requests after their schedule). Effective concurrency is reported against what the
+    trace allows (think time between turns bounds it however fast the server is), and is the fallback evidence
+    for results without the latency."""
+    issue = (conc.issue_latency_ms.p99 if conc.issue_latency_ms else None)
+    allowed = f"; the trace allows {number(conc.trace_allowed, 'conc')} in flight" if conc.trace_allowed else ""
+    where = f"effective concurrency {number(conc.effective_avg, 'conc')} of target {conc.target}{allowed}"
+    if issue is not None:
+        ok = issue <= g.max_issue_latency_ms
+        said = f"AIPerf sent requests up to {number(issue, 'ms')} ms (p99) after their schedule"
+        passed = f"not client-bound: {said} (<= {g.max_issue_latency_ms:g} ms); {where}"
+        message = (f"client-bound: {said} (> {g.max_issue_latency_ms:g} ms, profile.gates.max_issue_latency_ms); "
+                   f"{where}")
+    else:
+        ratio = conc.ratio_of_allowed if conc.ratio_of_allowed is not None else conc.ratio
+        ok = ratio is not None and ratio >= g.min_concurrency_ratio
+        of = "what the trace allows" if conc.ratio_of_allowed else "target"
+        passed = f"not client-bound: {where} ({_pct(ratio)} of {of} >= {_pct(g.min_concurrency_ratio)})"
+        message = (f"client-bound: {where} ({_pct(ratio)} of {of} < {_pct(g.min_concurrency_ratio)}) and no issue "
+                   "latency from AIPerf to say otherwise")
+    if ok:
+        return Check(name="concurrency", ok=True, message=passed)
+    if g.allow_client_bound:
+        return Check(name="concurrency", ok=True, message=message + " (reported, not failed: "
+                     "profile.gates.allow_client_bound)")
+    return Check(name="concurrency", ok=False,
+                 message=message + " (set profile.gates.allow_client_bound to report it without failing)")
+
+
+def _pct(x: float | None) -> str:
+    return number(x, "share", missing="n/a")
+
+
+def _tps(x: float | None) -> str:
+    return number(x, "tok/s", missing="n/a")
+
+
+def _count(x: float | None) -> str:
+    return number(x, "count", missing="n/a")

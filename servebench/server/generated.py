@@ -1,0 +1,55 @@
+"""Models the suite generates itself, cached by generator source and arguments: the embedded default's tiny Llama,
+and for GPU machines a Llama large enough that the offload arm's CPU tier is used and a small Mixtral-style MoE
+(expert parallelism). Each is described, number by number, in recipes/models/<alias>.yaml."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+from servebench.tools import TINY_MODEL
+
+GENERATOR = TINY_MODEL
+# recipe model.path alias -> generator arguments
+GENERATED = {
+    "tiny-llama": ["--seed", "0"],
+    # 771,819,520 parameters: 16 x (attention 12,582,912 + MLP 34,603,008 + norms 4,096) + embeddings 16,777,216
+    "llama-770m": ["--seed", "0", "--hidden", "2048", "--layers", "16", "--heads", "16", "--kv-heads", "8",
+                   "--intermediate", "5632", "--max-positions", "16384"],
+    # 8 experts, top-2: the DP x EP layouts of the GB200 profiles in miniature
+    "moe-mini": ["--seed", "0", "--hidden", "512", "--layers", "8", "--heads", "8", "--kv-heads", "4",
+                 "--intermediate", "1024", "--experts", "8", "--top-k", "2", "--max-positions", "8192"],
+}
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("SERVEBENCH_CACHE", Path.home() / ".cache" / "servebench")) / "models"
+
+
+def cached_path(alias: str) -> Path:
+    """Where generated model ``alias`` lives (whether or not it has been generated yet)."""
+    key = hashlib.sha256(GENERATOR.read_bytes() + repr(GENERATED[alias]).encode()).hexdigest()[:12]
+    return cache_root() / f"{alias}-{key}"
+
+
+def ensure_model(alias: str, python: str, log: Path) -> Path:
+    """The directory of generated model ``alias``; generated with ``python`` (the serving venv) if not cached."""
+    args = GENERATED[alias]
+    out = cached_path(alias)
+    if (out / "config.json").is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{alias}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)            # xdist workers generate it once
+        if not (out / "config.json").is_file():
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "wb") as fh:
+                done = subprocess.run([python, str(GENERATOR), str(out), *args], stdout=fh,
+                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            if done.returncode != 0:
+                tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+                raise RuntimeError(f"generating model {alias} failed ({python} {GENERATOR}); {log}:\n{tail}")
+    return out

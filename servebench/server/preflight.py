@@ -1,0 +1,261 @@
+"""Preflight: seconds of checks on every allocated node, in the exact environment each process will get, before
+any weights load (``servebench preflight PROFILE``, and first in every hardware run).
+
+On each node, one step runs ``servebench/tools/preflight_node.py`` with the node's interpreter (in the image with
+pyxis), the worker's environment (templates filled, interface detection as the worker gets it) and a request
+saying what to check: the entrypoints import; each process's argv passes the real parsers of *that*
+environment; flags naming a Python object (``scheduler-cls``, ...) resolve; the model directory and what the setup
+script should have made exist; the step sees the GPUs the layout needs; the NCCL/Gloo interface exists;
+etcd/NATS answer; the versions there are the recipe's pins. One line per node and problem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from servebench.cluster.base import Allocation
+from servebench.core.errors import ConfigError, Problem
+from servebench.core.poll import Done, PollTimeout, poll
+from servebench.core.results_folder import ProfileFolder, ResultsFolder
+from servebench.recipe.profile import Profile
+from servebench.catalog.flag_rules import OBJECT_FLAGS, components
+from servebench.server.containers import preamble_said
+from servebench.tools import PREFLIGHT, in_folder, preamble_command
+from servebench.server.placement import DETECT_INTERFACES, Placement
+from servebench.server.plan import ProcSpec, ServerPlan
+from servebench.recipe.schema.cluster import ClusterSpec
+
+log = logging.getLogger(__name__)
+ENTRY_MODULES = {"dynamo.vllm": "dynamo.vllm", "dynamo.frontend": "dynamo.frontend", "vllm serve": "vllm"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    node: str
+    rank: int | None
+    kind: str                 # import | flags | object | model | setup | image | gpus | network | infra | preflight
+    check: str
+    message: str
+    fix: str = ""
+
+
+@dataclass
+class Report:
+    profile: str
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def kinds(self) -> set[str]:
+        return {f.kind for f in self.findings}
+
+    def lines(self) -> list[str]:
+        """One line per problem; a problem every node has alike is one line naming the nodes."""
+        groups: dict[tuple, list[Finding]] = {}
+        for f in self.findings:
+            groups.setdefault((f.kind, f.check, f.message, f.fix), []).append(f)
+        head = f"{self.profile}: preflight " + ("passed" if self.ok else f"found {len(groups)} problem(s)") + \
+            f" in {self.seconds:.0f} s"
+        out = [head]
+        for (kind, check, message, fix), found in groups.items():
+            nodes = ", ".join(f.node if f.rank is None else f"{f.node} (rank {f.rank})" for f in found)
+            out.append(f"  {nodes}: {kind}: {check}: {message}" + (f" (fix: {fix})" if fix else ""))
+        return out + [f"  note: {n}" for n in dict.fromkeys(self.notes)]
+
+
+def entrypoint(proc: ProcSpec) -> tuple[str, list[str]] | None:
+    """(entrypoint, its arguments) of a server process, or None (etcd, NATS, setup steps)."""
+    argv = list(proc.argv)
+    if tuple(argv[:len(DETECT_INTERFACES)]) == DETECT_INTERFACES:
+        argv = argv[len(DETECT_INTERFACES):]
+    if "-m" in argv[:3] and argv[argv.index("-m") + 1] in ("dynamo.vllm", "dynamo.frontend"):
+        return argv[argv.index("-m") + 1], argv[argv.index("-m") + 2:]
+    if "--model" in argv and proc.role in ("worker", "headless"):
+        return "vllm serve", argv[argv.index("--model"):]
+    return None
+
+
+def retarget(profile: Profile, cluster: ClusterSpec) -> Profile:
+    """The profile on another cluster of the same shape (e.g. the local Slurm stand-in for gb200-nv)."""
+    need = profile.recipe.resources
+    if cluster.gpus_per_node != need.gpus_per_node or cluster.nodes < need.total_nodes:
+        raise ConfigError(Problem(profile.file, "profile.cluster", f"cluster {cluster.name} has {cluster.nodes} "
+                                  f"nodes x {cluster.gpus_per_node} GPUs; {profile.id} needs {need.total_nodes} x "
+                                  f"{need.gpus_per_node}", "pick a cluster of the profile's shape"))
+    return dataclasses.replace(profile, cluster=cluster)
+
+
+def login_findings(profile: Profile, where: Placement, dropped: tuple[str, ...] = ()) -> list[Finding]:
+    """What the login node can tell without a node: the image the recipe wants vs what the cluster runs, and the
+    recipe's job options the cluster does not apply (``dropped``: the allocation request's)."""
+    out, cl, image = [], profile.cluster, profile.recipe.model.container
+    if image and image.lower() != "none" and not where.containers:
+        out.append(Finding("login", None, "image", "container image",
+                           f"the recipe runs in {image}; cluster {cl.name} runs no containers, so every process runs in "
+                           f"{where.python} instead (its versions are checked on the nodes)",
+                           "run on a cluster with slurm.pyxis: true to check the image itself"))
+    if dropped:
+        out.append(Finding("login", None, "image", "slurm options",
+                           f"cluster {cl.name} does not apply the recipe's {', '.join('--' + k for k in dropped)} "
+                           "(slurm.drop: options of the real cluster's nodes and image)",
+                           "run on the cluster the recipe was written for to use them"))
+    if not where.model.startswith("/"):
+        out.append(Finding("login", None, "model", "model directory",
+                           f"model.path {where.model!r} is no directory and cluster {cl.name} maps no path for it",
+                           f"add runtime.model_paths.{where.model} to recipes/clusters/{cl.name}.yaml"))
+    return out
+
+
+def requests(profile: Profile, sp: ServerPlan, where: Placement) -> dict[int, dict]:
+    """Per node rank: what preflight_node.py checks there."""
+    topo, f = profile.topology, profile.flags
+    objects = [{"flag": name, "value": str(f.value(name))} for name in OBJECT_FLAGS
+               if f.has(name) and str(f.value(name)) not in ("", "auto")]
+    spec_model = (f.json.get("speculative-config") or {}).get("model")
+    paths = [{"what": "model directory (--model)", "path": where.model, "kind": "model",
+              "fix": "stage the model on every node (runtime.model_paths)"}] if where.model.startswith("/") else []
+    if isinstance(spec_model, str) and spec_model.startswith("/"):
+        made = profile.recipe.setup_script
+        paths.append({"what": "speculative-config.model" + (f" (made by setup script {made})" if made else ""),
+                      "path": spec_model, "kind": "setup" if made else "model",
+                      "fix": f"check {made}'s log in the profile's logs" if made else "stage the draft model"})
+    endpoints = [{"what": {"etcd": "etcd", "nats": "NATS"}[what], "host": host, "port": port}
+                 for what, host, port in sp.infra]
+    interfaces = sorted({i or "" for i in where.interfaces}) if topo.nodes > 1 else []
+    gpus = min(profile.cluster.gpus_per_node, topo.gpus) if profile.cluster.kind == "gpu" else 0
+    out = {}
+    for rank in range(topo.nodes):
+        mine = [p for p in sp.processes if p.rank == rank and entrypoint(p)]
+        parse = [{"id": p.name, "entrypoint": entrypoint(p)[0], "args": entrypoint(p)[1]} for p in mine]
+        out[rank] = {"node": where.nodes[rank], "rank": rank, "paths": paths, "gpus": gpus,
+                     "imports": sorted({ENTRY_MODULES[e["entrypoint"]] for e in parse}), "parse": parse,
+                     "objects": objects, "interfaces": interfaces, "endpoints": endpoints,
+                     "versions": {k: v for k, v in profile.recipe.identity.frameworks.items()
+                                  if k in components(profile) or k not in ("vllm", "dynamo")}}
+    return out
+
+
+@dataclass(frozen=True)
+class CheckStep:
+    """One more check step beside the node checks (the load generator's client check, on the client's node): it
+    answers like preflight_node.py, one JSON line with "problems" and "notes"."""
+
+    name: str
+    rank: int
+    argv: list[str]
+    env: dict[str, str]
+    image: str | None = None
+
+
+Extra = Callable[[ServerPlan], list[CheckStep]]
+
+
+def run(profile: Profile, sp: ServerPlan, allocation: Allocation, where: Placement, folder: ProfileFolder,
+        timeout: float = 900.0, extra: Extra | None = None) -> Report:
+    """Run the node checks on every node of the allocation and ``extra``'s steps (the client's), in parallel, and
+    collect the findings."""
+    start = time.monotonic()
+    report = Report(profile.id, login_findings(profile, where, allocation.request.dropped))
+    procs = {}
+    for rank, req in requests(profile, sp, where).items():
+        procs[f"preflight{rank}"] = allocation.launch(
+            rank, f"preflight{rank}", node_command(sp, where, rank, req),
+            dict(_worker(sp, rank).env) if _worker(sp, rank) else {}, folder.log(f"preflight{rank}"),
+            role="preflight", oneshot=True)
+    for step in (extra(sp) if extra is not None else []):
+        procs[step.name] = allocation.launch(step.rank, step.name, step.argv, step.env, folder.log(step.name),
+                                             role="preflight", oneshot=True, image=step.image)
+    try:
+        poll(lambda: Done(True) if all(not p.alive() for p in procs.values()) else "running",
+             timeout=timeout, interval=0.5, backoff=1.2, max_interval=5, what=f"{profile.id} preflight")
+    except PollTimeout:
+        allocation.stop_all(list(procs.values()))
+    said: dict[str, list[str]] = {}
+    for proc in procs.values():
+        rank = proc.rank
+        answer = _answer(proc.log)
+        skipped, failed = preamble_said(proc.log)
+        for line in skipped:
+            said.setdefault(line, []).append(proc.node)
+        if answer is None and failed:
+            report.findings.append(Finding(proc.node, rank, "setup", "launch preamble", f"{failed} ({proc.name}); "
+                                           f"last lines of {proc.log}:\n{proc.tail(15)}",
+                                           "the process it precedes would stop the same way"))
+            continue
+        if answer is None:
+            report.findings.append(Finding(proc.node, rank, "preflight", f"{proc.name} checks", f"no answer (exit "
+                                           f"{proc.popen.returncode}); last lines of {proc.log}:\n{proc.tail(15)}"))
+            continue
+        report.findings += [Finding(proc.node, rank, p["kind"], p["check"], p["message"], p["fix"])
+                            for p in answer["problems"]]
+        report.notes += answer["notes"]
+    report.notes[:0] = [f"{', '.join(nodes)}: {line}" for line, nodes in said.items()]
+    report.seconds = time.monotonic() - start
+    for line in report.lines():
+        log.info("%s", line)
+    return report
+
+
+def _worker(sp: ServerPlan, rank: int) -> ProcSpec | None:
+    return next((p for p in sp.processes if p.rank == rank and p.role in ("worker", "headless")), None)
+
+
+def node_command(sp: ServerPlan, where: Placement, rank: int, req: dict) -> list[str]:
+    """The node's checks as its worker will run: in the worker's step and container, after the worker's own
+    preamble (setup script, Dynamo install), so what they made is there to be checked."""
+    check = [where.python, in_folder(where.tools, PREFLIGHT), json.dumps(req)]
+    worker = _worker(sp, rank)
+    if worker is not None and worker.preamble:
+        check = preamble_command(*worker.runner, worker.preamble, check)
+    return [*DETECT_INTERFACES, *check] if "" in req["interfaces"] else check
+
+
+def allocate_and_check(profile: Profile, results: ResultsFolder, root: Path, extra: Extra | None = None) -> Report:
+    """``servebench preflight``: allocate the profile's nodes, start etcd/NATS, check every node (after the
+    worker's preamble, in its step), release (whatever happens). A plan that cannot work as launched is a finding."""
+    from servebench.server import deploy
+    from servebench.server.assembly import Assembly
+
+    run_id = "preflight-" + time.strftime("%Y%m%d-%H%M%S")
+    assembly = Assembly(profile, results, run_id, root=root)
+    why = assembly.backend.unavailable()
+    if why:
+        return Report(profile.id, [Finding("login", None, "preflight", "allocation", f"cannot allocate on "
+                                           f"{profile.cluster.name}: {why}")])
+    alloc = assembly.allocate()
+    try:
+        where, sp = assembly.plan(alloc)
+        try:
+            dep = assembly.prepare(alloc, sp)
+        except deploy.ServerError as err:
+            return Report(profile.id, [Finding("nodes", None, "setup", "launch plan", str(err))])
+        report = run(profile, sp, alloc, where, assembly.folder, extra=extra)
+        report.notes = dep.notes + report.notes
+        return report
+    finally:
+        alloc.release()
+
+
+def _answer(path: Path) -> dict | None:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if line.startswith("{") and '"problems"' in line:
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None

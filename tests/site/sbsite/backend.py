@@ -1,0 +1,39 @@
+"""``sitedir``: every node is this machine, and each node process starts through ``env SITE_NODE=<node>`` with the
+node's own working directory (what a site's wrapper around its own launcher might do)."""
+
+from pathlib import Path
+
+from servebench.cluster.base import Allocation, AllocationRequest, Backend
+
+
+class NodeDirAllocation(Allocation):
+    backend = "sitedir"
+
+    def _command(self, node, argv, env, name, image=None):
+        workdir = Path(self.request.workdir) / "nodes" / node
+        if not self.dry:
+            workdir.mkdir(parents=True, exist_ok=True)
+        return ["env", "-C", str(workdir), f"SITE_NODE={node}", *argv]
+
+    def _give_back(self) -> None:
+        pass
+
+    def addresses(self) -> list[str]:
+        return ["127.0.0.1"] * len(self.nodes)
+
+
+class NodeDirBackend(Backend):
+    name = "sitedir"
+
+    @property
+    def shares_host(self) -> bool:
+        return True
+
+    def allocate(self, request: AllocationRequest, timeout: float = 0) -> Allocation:
+        return NodeDirAllocation(request, [f"site{i}" for i in range(request.nodes)])
+
+    def dry_run(self, request: AllocationRequest) -> Allocation:
+        return NodeDirAllocation(request, [f"site{i}" for i in range(request.nodes)], dry=True)
+
+    def unavailable(self) -> str | None:
+        return None

@@ -1,0 +1,161 @@
+"""Faults a user meets (#24), each made real: two sessions on one results folder, a server killed under a point, a
+session killed with its allocation held, a disk that refuses a write, a point interrupted. Real vLLM, real AIPerf
+and the real local Slurm; skipped with the reason without them."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from servebench.core.results_folder import ResultsFolder
+from servebench.history.store import connect, runs
+from tests.conftest import REPO, before_short_summary, copy_suite, edit
+
+pytestmark = pytest.mark.local
+
+
+def suite(dest: Path, duration: int = 10) -> Path:
+    """The suite checked out in ``dest`` with the installed servers, its local points shortened."""
+    if not (REPO / ".venvs/serve/bin/python").exists() or not (REPO / ".venvs/aiperf/bin/aiperf").exists():
+        pytest.skip("run scripts/install-servers")
+    copy_suite(dest)
+    (dest / ".venvs").symlink_to(REPO / ".venvs")
+    edit(dest / "recipes/local/_sweep.yaml", "duration_s: 20", f"duration_s: {duration}")
+    return dest
+
+
+def session(where: Path, *args: str, **kw) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "benchmarks", *args],
+                            cwd=where, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True, **kw)
+
+
+def test_two_sessions_on_one_results_folder_keep_apart_and_both_reach_the_history(pytester):
+    """Two sessions started 3 s apart with the same --results-dir (two people on a login node using the default
+    results/): each writes its own run folder (points, manifest, summary, server logs), both runs and all their
+    points are in the one history, and `latest` names the one started last."""
+    where = suite(pytester.path)
+    first = session(where, "-m", "local and not slurm", "-k", "tiny-llama-cpu-vllm-c1", "--results-dir", "out")
+    time.sleep(3)
+    second = session(where, "-m", "local and not slurm", "-k", "tiny-llama-cpu-vllm-c1", "--results-dir", "out")
+    outs = [p.communicate(timeout=600)[0] for p in (first, second)]
+    assert [p.returncode for p in (first, second)] == [0, 0], outs
+    run_dirs = sorted((where / "out/runs").iterdir())
+    assert len(run_dirs) == 2
+    seen = []
+    for run in run_dirs:
+        folder = ResultsFolder.at(run)
+        point = json.loads(folder.point("tiny-llama-cpu-vllm-c1").read_text())
+        manifest = json.loads(folder.manifest.read_text())
+        assert point["identity"]["run_id"] == manifest["run_id"] == run.name
+        assert point["verdict"]["passed"] and point["requests"]["successful"] > 0
+        (alloc,) = manifest["allocations"]
+        worker_log = folder.profile("tiny-llama-cpu-vllm").log("worker0")
+        assert worker_log.read_text().count("Starting vLLM server on") == 1          # its own server, once
+        assert "tiny-llama-cpu-vllm-c1" in folder.summary.read_text()
+        seen.append((run.name, alloc["name"], worker_log.stat().st_ino))
+    assert all(len({s[i] for s in seen}) == 2 for i in (1, 2)), seen   # two allocations, two logs
+    assert os.readlink(where / "out/latest") == f"runs/{run_dirs[1].name}"   # the session started last
+    with connect(where / "out/history.sqlite", create=False) as con:
+        stored = {r["run_id"]: r["points"] for r in runs(con)}
+    assert stored == {run_dirs[0].name: 1, run_dirs[1].name: 1}
+
+
+READ_ONLY_AT_FINISH = '''
+import subprocess
+def pytest_sessionfinish(session):
+    # the disk turns read-only after the points are stored, before servebench writes its summary and manifest
+    subprocess.run(["mount", "-o", "remount,ro", "MOUNT"], check=True)
+'''
+
+
+def test_a_disk_that_turns_read_only_is_one_line_and_keeps_what_was_written(pytester, catalog):
+    """The results folder's file system goes read-only (or full) before the session's summary and manifest: one
+    line names the file and the cause, no traceback hides the cases' outcome, the stored point is whole, and no
+    empty or torn summary.md is left."""
+    if os.geteuid() != 0 or subprocess.run(["which", "mount"], capture_output=True).returncode:
+        pytest.skip("needs root and mount(8) for a small file system of its own")
+    from tests.conftest import by_id
+    copy_suite(pytester.path)
+    out = pytester.path / "out"
+    out.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(out)], check=True)
+    try:
+        (pytester.path / "conftest.py").write_text((pytester.path / "conftest.py").read_text() +
+                                                   READ_ONLY_AT_FINISH.replace("MOUNT", str(out)))
+        prior = pytester.path / "prior" / "points"
+        prior.mkdir(parents=True)
+        r = json.loads((REPO / "tests/data/results-local/points/tiny-llama-cpu-vllm-c1.json").read_text())
+        r["identity"]["recipe_fingerprint"] = by_id(catalog, "tiny-llama-cpu-vllm").fingerprint
+        (prior / "tiny-llama-cpu-vllm-c1.json").write_text(json.dumps(r))
+        res = pytester.runpytest_subprocess("benchmarks", "-m", "local and not slurm", "-k", "vllm-c1",
+                                            "--reuse-results", str(prior.parent), "--results-dir", str(out),
+                                            "-p", "no:cacheprovider")
+        text = res.stdout.str() + res.stderr.str()
+        res.assert_outcomes(passed=1)
+        assert "Traceback" not in text and "INTERNALERROR" not in text, text
+        lines = [ln for ln in text.splitlines() if ln.startswith("results not written: cannot write ")]
+        assert len(lines) == 1 and "the file system is read-only" in lines[0], text
+        run = ResultsFolder.at(out)
+        assert json.loads(run.point("tiny-llama-cpu-vllm-c1").read_text())["verdict"]["passed"]
+        assert not run.summary.exists() and not list(run.root.glob(".*.tmp"))
+    finally:
+        subprocess.run(["umount", "-l", str(out)], capture_output=True)
+
+
+KILL_API_SERVER = '''
+import os, signal, threading, pathlib
+import pytest
+
+@pytest.fixture(autouse=True)
+def kill_the_api_server_mid_point(request):
+    if "sb_point" not in request.fixturenames:
+        yield
+        return
+    dep = request.getfixturevalue("sb_deployment")
+    worker = next(p for p in dep.allocation.processes if p.role == "worker")
+    pathlib.Path("PGID").write_text(str(worker.popen.pid))     # the leader: vLLM's API server
+    threading.Timer(6, os.kill, (worker.popen.pid, signal.SIGKILL)).start()
+    yield
+'''
+
+
+def test_a_killed_api_server_fails_its_point_once_and_leaves_no_engine_behind(pytester):
+    """SIGKILL of vLLM's API server while AIPerf drives it (an OOM kill of the front process): the point fails
+    saying the server died, with its log tail once; release stops the whole process group although its leader is
+    gone, so no EngineCore is left holding memory and ports after the session."""
+    from servebench.core.processes import group_alive
+    where = suite(pytester.path, duration=30)
+    (where / "conftest.py").write_text((where / "conftest.py").read_text() + KILL_API_SERVER)
+    res = session(where, "-m", "local and not slurm", "-k", "tiny-llama-cpu-vllm-c1", "--results-dir", "out")
+    out = res.communicate(timeout=600)[0]
+    assert res.returncode == 1, out
+    pgid = int((where / "PGID").read_text())
+    assert not group_alive(pgid), f"process group {pgid} (vLLM's engine) outlived the session"
+    body = before_short_summary(out)
+    failure = [ln for ln in body.splitlines() if "tiny-llama-cpu-vllm-c1: the server died during the point" in ln]
+    assert len(failure) == 1 and "worker0 on node local0 (rank 0) killed by SIGKILL" in failure[0], out
+    assert body.count("tail of") == 1 and "worker0 on node local0 exited (-9); tail of" in out, out  # once
+    stored = json.loads(ResultsFolder.at(where / "out").point("tiny-llama-cpu-vllm-c1").read_text())
+    assert stored["verdict"]["passed"] is False and stored["run"]["server_died"].startswith("worker0")
+
+
+def test_the_install_says_one_line_per_component_and_keeps_pip_in_its_log():
+    """A newcomer's first minutes: scripts/install-servers names each component as it starts and when it is ready
+    (here: already installed), and pip's own output stays in .venvs/install-<name>.log."""
+    if not (REPO / ".venvs/serve/.servebench-installed").exists() or \
+            not (REPO / ".venvs/aiperf/.servebench-installed").exists():
+        pytest.skip("run scripts/install-servers")
+    out = subprocess.run([str(REPO / "scripts/install-servers")], capture_output=True, text=True, timeout=1200)
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and out.stderr == "", out
+    assert sorted(ln.split(":")[1].strip() for ln in lines) == ["aiperf", "aiperf", "serve", "serve"], lines
+    assert all(ln.startswith("install-servers: ") for ln in lines) and len(lines) == 4, lines
+    assert sum("installing (log: .venvs/install-" in ln for ln in lines) == 2
+    assert sum(ln.endswith(" s)") and ("up to date" in ln or "ready: " in ln) for ln in lines) == 2, lines

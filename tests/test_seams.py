@@ -1,0 +1,136 @@
+"""Seams a site extends without a fork: a second cluster backend and a second load generator, registered by a
+package's entry points alone (tests/site: the ``sitedir`` backend and the ``sitechat`` generator, found through
+its dist-info as any installed package's), and a real point measured through both (marker ``local``: a real vLLM
+server, the site's own load program, no servebench code mocked)."""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from servebench.catalog.loader import Catalog
+from servebench.core import entry_points
+from servebench.core.errors import ConfigError
+from tests.conftest import REPO, copy_suite
+
+SITE = Path(__file__).with_name("site")
+SITE_CLUSTER = """name: site-cpu
+description: this machine through the site's sitedir backend (tests/site)
+kind: embedded
+backend: sitedir
+gpu_type: cpu
+nodes: 1
+gpus_per_node: 1
+hbm_gib_per_gpu: 4
+host_dram_mib_per_node: 24576
+dram_utilization: 0.5
+runtime:
+  python: .venvs/serve/bin/python
+  vllm_serve: [.venvs/serve/bin/python, -m, vllm.entrypoints.openai.api_server]
+  discovery: file
+  dynamo_install: false
+  environment:
+    VLLM_CPU_KVCACHE_SPACE: null
+    HF_HUB_OFFLINE: "1"
+    VLLM_HOST_IP: 127.0.0.1
+    VLLM_NO_USAGE_STATS: "1"
+"""
+SITE_PROFILE = """extends: ../local/base.yaml
+profile:
+  name: vllm_site
+  model: tiny-llama
+  cluster: site-cpu
+  concurrency: [2]
+  layout: {tp: 1}
+  gates: {error_rate: 0.0, allow_client_bound: true}
+  load:
+    generator: sitechat
+    dataset: generated
+    duration_s: 8
+    warmup_grace_s: 10
+    idle_wait_s: 60
+    trace: {sessions_per_concurrency: 6, turns: 3, system_words: 100, output_tokens: 16, think_ms: 0}
+recipe:
+  name: tiny-llama-site-vllm
+  frontend:
+    type: vllm
+"""
+
+
+@pytest.fixture
+def site(monkeypatch):
+    """The site package on sys.path, as `pip install` would put it there."""
+    monkeypatch.syspath_prepend(str(SITE))
+    entry_points.refresh()
+    yield SITE
+    entry_points.refresh()
+
+
+def site_recipes(root: Path, profile: str = SITE_PROFILE) -> Path:
+    shutil.copytree(REPO / "recipes", root, dirs_exist_ok=True)
+    (root / "clusters/site-cpu.yaml").write_text(SITE_CLUSTER)
+    (root / "site").mkdir(exist_ok=True)
+    (root / "site/vllm.yaml").write_text(profile)
+    return root
+
+
+def test_the_site_package_registers_its_backend_and_generator(site, tmp_path):
+    assert {"sitedir", "slurm", "local"} <= set(entry_points.names(entry_points.BACKENDS))
+    assert {"sitechat", "aiperf"} <= set(entry_points.names(entry_points.LOAD_GENERATORS))
+    cat = Catalog.load(site_recipes(tmp_path / "recipes"))
+    prof = next(p for p in cat.profiles if p.name == "vllm_site")
+    from servebench.core.results_folder import ResultsFolder
+    from servebench.server.assembly import Assembly
+    req, alloc, sp = Assembly(prof, ResultsFolder.at(tmp_path / "results"), "RUN", dry=True).render()
+    assert alloc.backend == "sitedir" and alloc.processes[0].command[:2] == ["env", "-C"]     # the site's launcher
+    assert "SITE_NODE=site0" in alloc.processes[0].command
+
+
+def test_without_the_package_its_names_are_one_line_each(tmp_path):
+    entry_points.refresh()
+    with pytest.raises(ConfigError) as err:
+        Catalog.load(site_recipes(tmp_path / "recipes"))
+    lines = str(err.value).splitlines()
+    assert any(ln.startswith(str(tmp_path / "recipes/clusters/site-cpu.yaml") + ":4: backend: no cluster backend "
+                             "'sitedir' is registered (known: local, slurm)") for ln in lines), lines
+
+
+def test_a_load_key_the_generator_does_not_apply_is_refused(site, tmp_path):
+    profile = SITE_PROFILE.replace("    dataset: generated\n", "    dataset: generated\n    cache_bust: none\n")
+    with pytest.raises(ConfigError) as err:
+        Catalog.load(site_recipes(tmp_path / "recipes", profile))
+    assert "profile.load.cache_bust: load generator 'sitechat' does not apply load.cache_bust" in str(err.value)
+    unknown = SITE_PROFILE.replace("generator: sitechat", "generator: guidellm")
+    with pytest.raises(ConfigError, match="profile.load.generator: no load generator 'guidellm'"):
+        Catalog.load(site_recipes(tmp_path / "again", unknown))
+
+
+@pytest.mark.local
+def test_a_point_through_the_site_backend_and_generator(pytester):
+    if not (REPO / ".venvs/serve/bin/python").exists():
+        pytest.skip("the serving venv is missing: run scripts/install-servers")
+    copy_suite(pytester.path)
+    site_recipes(pytester.path / "recipes")
+    (pytester.path / ".venvs").symlink_to(REPO / ".venvs")
+    res = pytester.runpytest_subprocess(
+        "--import-mode=importlib", "benchmarks", "-m", "local", "-k", "vllm_site", "--results-dir", "out",
+        "-p", "no:cacheprovider", "--no-history", timeout=600)
+    res.assert_outcomes(passed=1)
+    out = pytester.path / "out"
+    r = json.loads((out / "latest/points/tiny-llama-cpu-vllm_site-c2.json").read_text())
+    assert r["run"]["generator"] == "sitechat" and r["identity"]["versions"]["sitechat"] == "0.1"
+    assert r["requests"]["successful"] > 0 and r["throughput"]["output_tps_per_gpu"] > 0
+    assert r["verdict"]["passed"] and r["server"]["generation_tokens"] > 0
+    manifest = json.loads((out / "latest" / "manifest.json").read_text())
+    assert [a["backend"] for a in manifest["allocations"]] == ["sitedir"]
+    assert (out / "latest/tiny-llama-cpu-vllm_site/nodes/site0").is_dir()          # the site backend's launcher ran it
+
+
+@pytest.fixture(autouse=True)
+def _site_on_the_subprocess_path(monkeypatch):
+    """pytester's subprocess finds the site package as an installed one: through PYTHONPATH."""
+    monkeypatch.setenv("PYTHONPATH", f"{SITE}:{REPO}" + (f":{p}" if (p := __import__('os').environ.get('PYTHONPATH')) else ""))
+    yield
+    sys.modules.pop("sbsite", None)
