@@ -6,12 +6,19 @@ matplotlib.use("Agg")
 # twice in one process, so the report's plotting stack is imported once, here, before any of them.
 import matplotlib.pyplot  # noqa: E402,F401
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# pytester points HOME at each test's own folder, and a session a test starts would generate the tiny model again
+# (tokenizer training: 15 s on 2 cores), inspect the model class in a vLLM subprocess again and rebuild matplotlib's
+# font list: every session shares the user's caches (the model cache is keyed by the generator's hash and locked
+# while one is written).
+for _var, _cache in (("SERVEBENCH_CACHE", "servebench"), ("VLLM_CACHE_ROOT", "vllm"), ("MPLCONFIGDIR", "matplotlib")):
+    os.environ.setdefault(_var, str(Path.home() / ".cache" / _cache))
 NEEDS_MORE = ("local", "slurm", "hardware", "install", "fuzz", "browser")   # what a test may need beyond this checkout
 
 

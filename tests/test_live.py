@@ -20,6 +20,7 @@ from servebench.cluster import ProcessDied
 from servebench.core.results_folder import ResultsFolder
 from servebench.load.aiperf import AiperfGenerator
 from servebench.load.measure import measure
+from servebench.load.steady import needed
 from servebench.results.model import parse
 from servebench.results.model import problems as validate
 from servebench.results.point import store
@@ -274,14 +275,17 @@ def test_stage_says_when_the_hub_is_out_of_reach_and_stages_what_this_host_sees(
 
 @pytest.fixture(scope="module")
 def adaptive_catalog(tmp_path_factory):
-    """The local recipes with points long enough to stop early: 120 s at most, enough sessions not to run out; a
-    loose target (±15%): the CPU server shares 2 cores with AIPerf, its 5 s throughput wanders by ±20%."""
+    """The local recipes with points long enough to stop early: 120 s at most, two-turn sessions (the fewest: the
+    load settles soon instead of slowing for minutes as four-turn contexts grow), enough of them not to run out; a
+    loose target (±25%), half-second slices and checkpoints every 25% more time: the CPU server shares 2 cores with
+    AIPerf, its throughput per slice wanders by ±20%, and a slow machine completes ~3 requests a second at c4."""
     root = tmp_path_factory.mktemp("adaptive") / "recipes"
     shutil.copytree(REPO / "recipes", root)
     edit(root / "local/_sweep.yaml", "duration_s: 20", "duration_s: 120")
     edit(root / "local/_sweep.yaml", "stop: {slice_s: 1.0, min_s: 20}",
-         "stop: {slice_s: 1.0, min_s: 20, min_requests: 150, target: 0.15}")
+         "stop: {slice_s: 0.5, min_s: 20, min_requests: 60, target: 0.25, growth: 1.25}")
     edit(root / "local/_sweep.yaml", "sessions_per_concurrency: 24", "sessions_per_concurrency: 200")
+    edit(root / "local/_sweep.yaml", "turns: 4", "turns: 2")
     return Catalog.load(root)
 
 
@@ -295,11 +299,15 @@ def test_an_adaptive_point_ends_once_its_throughput_is_known(adaptive_catalog, v
     assert run["mode"] == "adaptive" and run["stopped_at_s"] is not None and run["stopped_at_s"] < 110, \
         json.dumps([run, r["steady"]])
     assert run["stop_reason"].startswith("precise and steady at ") and run["was_cancelled"] is True
-    assert steady["stationary"] is True and steady["half_width_rel"] <= 0.15 and steady["batches"] >= 8
+    assert steady["stationary"] is True and steady["half_width_rel"] <= 0.25 and steady["batches"] >= 8
     assert r["throughput"]["duration_s"] < 110 and r["requests"]["errors"] == 0
     assert judge(parse(r), prof).failures == []                             # servebench's own stop is no abort
     assert len(r["series"]["t"]) >= 20 and max(r["series"]["output_tps"]) > 0 and sum(r["series"]["completed"]) > 0
-    assert r["evidence"]["ttft_p99_ms"]["upper_bound"] >= r["evidence"]["ttft_p99_ms"]["estimate"]
+    p99 = r["evidence"]["ttft_p99_ms"]        # a bound of the p99 exists from needed(0.99, 0.99) = 459 requests on
+    if p99["requests"] >= needed(0.99, p99["confidence"]):                   # (a slow machine stops before that)
+        assert p99["upper_bound"] >= p99["estimate"], p99
+    else:
+        assert p99["upper_bound"] is None, p99
     assert r["server"]["source"].startswith("engine counters over the measured window")
 
 

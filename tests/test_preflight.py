@@ -37,15 +37,15 @@ def kinds(lines: list[str]) -> set[str]:
             if (m := re.match(r"  .*?: (\w+): ", ln))}
 
 
-def test_the_gb200_profiles_find_only_what_cannot_exist_off_cluster(slurm, serve_venv, tmp_path):
-    """The two ends of the seed's layouts, TP16 (a leader and three headless followers) and DEP16 with the CPU tier
-    (a DP rank group per node), each preflighted on four Slurm nodes: ~35 s apiece on two cores, so TEP16 (tp's
-    layout with expert parallelism) and DEP16 (dep_offload's without the connector) are left to the offline
-    render and rule tests."""
-    res = run_cli("preflight", "tp", "dep_offload", "--on", "gb200-local", "--results-dir", tmp_path)
+def test_the_offload_arm_finds_only_what_cannot_exist_off_cluster(slurm, serve_venv, tmp_path):
+    """The widest of the seed's layouts, DEP16 with the CPU tier (a DP rank group per node, the offload connector),
+    preflighted on four Slurm nodes (~50 s on two cores): every node's check, the client's check on the head node,
+    and the cleanup. TP16's and TEP16's leader + headless followers run the same per-node checks; their commands
+    are covered by the offline render and rule tests."""
+    res = run_cli("preflight", "dep_offload", "--on", "gb200-local", "--results-dir", tmp_path)
     assert res.returncode == 1, res.stdout + res.stderr
     found = blocks(res.stdout)
-    assert sorted(found) == [f"kimi-k3-gb200-{n}" for n in ("dep_offload", "tp")], res.stdout
+    assert sorted(found) == ["kimi-k3-gb200-dep_offload"], res.stdout
     for profile, lines in found.items():
         # the model and the image cannot exist off-cluster; the corpus cannot be staged from here (no Hub access)
         assert kinds(lines[1:]) == {"model", "image", "corpus"}, "\n".join(lines)
