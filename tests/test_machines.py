@@ -7,11 +7,14 @@ import pytest
 
 from servebench.history import machines
 from servebench.results.model import parse, upgrade
+from servebench.results.schema import file_problems
 from servebench.server.machine import TELEMETRY, read_samples, sampler_argv, summarize
 from tests.conftest import REPO
 
 OLD = REPO / "tests/data/results-local/points/tiny-llama-cpu-vllm-c1.json"
 H200 = REPO / "tests/data/h200-machine"
+H200_POINTS = REPO / "tests/data/h200-point-record/points"
+NOISE_H200 = REPO / "tests/data/noise-h200/run-1/points"
 
 
 def gpu(**over) -> dict:
@@ -106,3 +109,26 @@ def test_compare_names_the_other_tenant_on_the_lent_h200():
                    for line in lines), lines
     alone, shared = (json.loads((H200 / p / "load.json").read_text())["tflops"] for p in ("alone", "shared"))
     assert shared < 0.6 * alone
+
+
+@pytest.mark.parametrize("case", ["llama-770m-h200-vllm-c8", "llama-770m-h200-vllm-c32"])
+def test_an_h200_point_stores_its_machine_and_what_the_gpu_did(case):
+    """Two servebench points measured on the lent H200 (tests/data/h200-point-record), schema-valid, each with the
+    machine record and the nvidia-smi summary of its window: what the earlier H200 runs lacked to say why their
+    throughput differed. Here the GPU was not the limit: full SM clock, a quarter of the power cap, idle most of
+    the time, no other process on it."""
+    path = H200_POINTS / f"{case}.json"
+    assert file_problems(path) == []
+    r = parse(json.loads(path.read_text()))
+    assert r.verdict.passed and r.requests.errors == 0
+    (node,) = r.machine.nodes
+    (g,) = node.gpus
+    assert g.name == "NVIDIA H200" and g.power_limit_w == 700.0 and node.gpu_processes == [] and node.problems == []
+    (t,) = r.telemetry.gpus
+    assert t.uuid == g.uuid and t.samples >= 45                                 # ~one a second over the point
+    assert t.sm_clock_mhz.mean > 0.95 * g.max_sm_clock_mhz and t.power_w.max < 0.5 * g.power_limit_w
+    assert t.utilization_pct.mean < 25
+    # against the repository's H200 noise run of the same profile, which recorded no machine: compare says so
+    old = parse(json.loads((NOISE_H200 / f"{case}.json").read_text()))
+    lines = machines.differences([old], [r])
+    assert lines[0].startswith("machine record: none") and "GPU0 model: — -> NVIDIA H200" in lines

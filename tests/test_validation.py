@@ -317,3 +317,16 @@ def test_values_inside_the_engines_bounds_pass(recipes):
     edit(recipes / "local/base.yaml", "      max-num-seqs: 16",
          "      max-num-seqs: 16\n      block-size: 16\n      compilation-config: {cudagraph_capture_sizes: [1, 2, 4]}")
     assert problems(recipes) == []
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("      block-size: 0", "--block-size must be greater than 0, got 0 (vLLM refuses it at start-up)"),
+    ("      compilation-config: {cudagraph_capture_sizes: [8, 16.5]}",
+     "cudagraph_capture_sizes must be a list of whole numbers, got [8, 16.5]"),
+])
+def test_the_h200_flag_table_has_vllm_0_26s_own_bounds(recipes, line, expected):
+    """The H200 clusters' table (dynamo-1.4.0_vllm-0.26.0, written on the lent H200 by servebench/tools/flag_table.py
+    from vLLM 0.26.0's own config classes) refuses what that engine refuses, as the CPU table does for 0.31.0."""
+    edit(recipes / "h200/base.yaml", "      max-num-seqs: 64", f"      max-num-seqs: 64\n{line}")
+    found = [str(p) for p in problems(recipes)]
+    assert any(expected in p and "h200/base.yaml" in p for p in found), found
