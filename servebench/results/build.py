@@ -66,12 +66,16 @@ def build(m: Measurement) -> PointResult:
     allowed = point.concurrency * busy if busy is not None else None
 
     server, token_ratio = None, None
-    before, after, window, since = measured_window(m)
+    before, after, window = measured_window(m)
     if before is not None and after is not None:
-        d = after - before
-        server = {**server_block(d), "source": window}
-        counted = tokens_after(rec.requests, since)
-        token_ratio = (counted / d.generation_tokens) if d.generation_tokens else None
+        server = {**server_block(after - before), "source": window}
+    if m.before is not None and m.after is not None:
+        # the generator's tokens against the server's over the whole run, warm-up included: no traffic before or
+        # after it, so no window edge splits a request (a short point's warm-up tokens sit right at the measured
+        # window's start, and a 1 s scrape moved a 500-token ratio by 5% either way)
+        whole = (m.after - m.before).generation_tokens
+        counted = sum(r.output_tokens or 0 for r in rec.requests if r.ok)
+        token_ratio = (counted / whole) if whole else None
 
     return PointResult.model_validate({
         "schema_version": SCHEMA_VERSION,
@@ -124,36 +128,15 @@ def build(m: Measurement) -> PointResult:
 
 def measured_window(m: Measurement) -> tuple:
     """The counters over the measured window: from the scrape at the start of the profiling phase (the first
-    profiled request) to the last one; without the series, the scrapes around the whole run (warm-up included).
-    The fourth value is the window's start (seconds since the epoch; None: the whole run)."""
+    profiled request) to the last one; without the series, the scrapes around the whole run (warm-up included)."""
     profiled = [r.start_s for r in m.records.profiled if r.start_s is not None]
     if len(m.samples) >= 2 and profiled and m.run_started is not None:
         start = min(profiled) - m.run_started
         earlier = [s for s in m.samples if s.t <= start] or m.samples[:1]
         return earlier[-1].snap, m.samples[-1].snap, (
             f"engine counters over the measured window ({m.samples[-1].t - earlier[-1].t:.0f} s from the profiling "
-            f"phase's start; scraped every {m.samples[1].t - m.samples[0].t:.0f} s)"), m.run_started + earlier[-1].t
-    return m.before, m.after, "suite scrape before/after the load generator's run (warmup + profiling)", None
-
-
-def tokens_after(requests, since: float | None) -> float:
-    """The output tokens the client received from ``since`` on (every successful request's with None): what the
-    server's counters over the same window counted. A request in flight at ``since`` (a warm-up request the
-    profiling phase overlaps) counts the share of its tokens after it, its tokens spread evenly from its first
-    token to its end; one with no timing counts whole."""
-    total = 0.0
-    for r in requests:
-        if not r.ok or not r.output_tokens:
-            continue
-        if since is None or r.start_s is None or r.end_s is None:
-            total += r.output_tokens
-            continue
-        first = r.start_s + (r.ttft_ms or 0.0) / 1000.0
-        if r.end_s <= since:
-            continue
-        share = 1.0 if first >= since or r.end_s <= first else (r.end_s - since) / (r.end_s - first)
-        total += r.output_tokens * share
-    return total
+            f"phase's start; scraped every {m.samples[1].t - m.samples[0].t:.0f} s)")
+    return m.before, m.after, "suite scrape before/after the load generator's run (warmup + profiling)"
 
 
 def profiled_samples(m: Measurement) -> list:
