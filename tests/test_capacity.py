@@ -155,12 +155,17 @@ def test_cpu_bytes_to_use_is_split_over_the_engines_tp_ranks(recipes):
 
 def test_an_oversized_server_wide_pool_fails_rule_and_capacity_alike(recipes):
     """1 TiB server-wide = 256 GiB per rank = 1 TiB per node > 512 GiB. Before, the rule divided by 16 GPUs
-    (64 GiB per rank, 'fits') while capacity said 4 TiB."""
+    (64 GiB per rank, 'fits') while capacity said 4 TiB. Validation reports it once (rule offload-dram);
+    `servebench capacity` says the same numbers."""
+    folder = offload_only_total(recipes, 1024)
     with pytest.raises(ConfigError) as err:
-        Catalog.load(offload_only_total(recipes, 1024))
+        Catalog.load(folder)
     text = str(err.value)
     assert "offload pool 256.0 GiB per rank (cpu_bytes_to_use / world size (TP x PP = 4))" in text
-    assert "CPU KV pool 4 ranks x 256 GiB = 1024 GiB per node" in text
+    assert "CPU KV pool" not in text
+    p = next(p for p in Catalog.load(folder, skip_rules=("offload-dram",)).profiles if p.name == "dep_offload")
+    assert estimate(p).dram_problems == ["CPU KV pool 4 ranks x 256 GiB = 1024 GiB per node > 860160 MiB x 0.61 = "
+                                         "512 GiB"] and not estimate(p).fits
 
 
 @pytest.mark.parametrize("flags, largest", [

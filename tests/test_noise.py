@@ -1,4 +1,4 @@
-"""servebench.noise: run-to-run noise from repeated points, and the Student-t intervals built on it (pure)."""
+"""servebench.history.noise: run-to-run noise from repeated points, and the Student-t intervals built on it (pure)."""
 
 import math
 

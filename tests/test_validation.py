@@ -330,3 +330,12 @@ def test_the_h200_flag_table_has_vllm_0_26s_own_bounds(recipes, line, expected):
     edit(recipes / "h200/base.yaml", "      max-num-seqs: 64", f"      max-num-seqs: 64\n{line}")
     found = [str(p) for p in problems(recipes)]
     assert any(expected in p and "h200/base.yaml" in p for p in found), found
+
+
+def test_a_dram_overflow_is_one_problem_with_advice_that_fits_it(recipes):
+    """An offload pool beyond the node's DRAM is rule offload-dram's alone: once, and its fix is the pool's size, not
+    the capacity rule's GPU advice (more TP/EP, a lower max-model-len), which changes nothing on the host."""
+    edit(recipes / G / "dep_offload.yaml", OFF, str(2 * int(OFF)))
+    dram = [p for p in problems(recipes) if "DRAM" in p.message or "CPU KV pool" in p.message]
+    assert len(dram) == 1, [p.message for p in dram]
+    assert dram[0].fix == "use at most 128 GiB per rank"

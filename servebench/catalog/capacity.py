@@ -58,11 +58,12 @@ class Estimate:
     context_source: str
     dram_pool_per_node: float = 0.0
     dram_budget_per_node: float = 0.0
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)          # HBM: the weights, the KV pool (rule capacity)
+    dram_problems: list[str] = field(default_factory=list)     # host DRAM: the offload pool (rule offload-dram)
 
     @property
     def fits(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.dram_problems
 
     def as_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -159,7 +160,7 @@ def estimate(profile: Profile, gpu_memory_utilization: float | None = None, over
         node = offload_per_node(flags, cl, profile.topology.workers)
         est.dram_pool_per_node, est.dram_budget_per_node = node.need, node.budget
         if node.need > node.budget:
-            est.problems.append(f"CPU KV pool {node.ranks} ranks x {flags.offload.bytes_per_rank / GIB:.0f} GiB = "
+            est.dram_problems.append(f"CPU KV pool {node.ranks} ranks x {flags.offload.bytes_per_rank / GIB:.0f} GiB = "
                                 f"{node.need / GIB:.0f} GiB per node > {cl.host_dram_mib_per_node} MiB x "
                                 f"{cl.dram_utilization} = {node.budget / GIB:.0f} GiB")
     return est
@@ -187,7 +188,7 @@ def table(estimates: list[Estimate]) -> str:
         if e.dram_pool_per_node:
             lines.append(f"{'':32} host DRAM per node: offload pool {e.dram_pool_per_node / GIB:.0f} GiB of "
                          f"{e.dram_budget_per_node / GIB:.0f} GiB budget")
-        for prob in e.problems:
+        for prob in [*e.problems, *e.dram_problems]:
             lines.append(f"{'':32} - {prob}")
     return "\n".join(lines)
 

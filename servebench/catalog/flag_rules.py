@@ -1,7 +1,7 @@
 """Offline checks of the vLLM / Dynamo flags against the pinned flag table of the real parsers
 (``servebench/data/flags``, written by ``servebench flag-table``): is the flag accepted by the entrypoint that
 receives it, does its value have the type, choice and arity that parser converts to, and do class paths
-resolve by name. Part of :data:`servebench.rules.RULES`.
+resolve by name. Part of :data:`servebench.catalog.rules.RULES`.
 """
 
 from __future__ import annotations
@@ -71,9 +71,13 @@ def unknown_flags(p: Profile) -> list[str]:
 
 
 def entrypoint_flags(p: Profile) -> Iterator[Problem]:
-    """Every flag must be one the receiving entrypoint's real parser accepts (pinned table, servebench/tools/flag_table.py).
-    Against a table of another major release than the recipe pins, a flag the table does not know is a note
-    (``unknown_flags``), not an error: that parser cannot say the pinned release lacks it."""
+    """Catches a flag the receiving entrypoint's real parser does not accept (pinned table; see Servers),
+    abbreviations, layout-derived flags.
+
+    Every flag must be one the receiving entrypoint's real parser accepts (pinned table,
+    servebench/tools/flag_table.py). Against a table of another major release than the recipe pins, a flag the
+    table does not know is a note (``unknown_flags``), not an error: that parser cannot say the pinned release
+    lacks it."""
     table, _ = table_for(p)
     lenient = another_major(p, table) is not None
     for pr in _entrypoint_findings(p, table):
@@ -115,8 +119,12 @@ def _entrypoint_findings(p: Profile, table: flag_tables.FlagTable) -> Iterator[P
 
 
 def headless_entrypoint(p: Profile) -> Iterator[Problem]:
-    """A TP follower (--headless) only works under the `vllm serve` CLI: the API server module ignores the flag,
-    starts an engine of its own and dies ("collective_rpc should not be called on follower node"; seen on H200s)."""
+    """Catches a layout with a headless TP follower while the cluster starts vLLM as `python -m
+    vllm.entrypoints.openai.api_server`, which ignores `--headless` (seen on H200s: the follower starts its own
+    engine and dies).
+
+    A TP follower (--headless) only works under the `vllm serve` CLI: the API server module ignores the flag, starts
+    an engine of its own and dies ("collective_rpc should not be called on follower node"; seen on H200s)."""
     if p.recipe.frontend.type != "vllm" or not any(r.mode == "headless" for r in p.topology.roles):
         return
     argv = p.cluster.runtime.vllm_serve
@@ -131,8 +139,12 @@ OBJECT_FLAGS = ("scheduler-cls", "worker-cls", "worker-extension-cls")
 
 
 def object_flags(p: Profile) -> Iterator[Problem]:
-    """vLLM resolves these by qualified name at engine start: a bare class name parses, then the engine dies
-    (preflight also imports them on the nodes, in the image)."""
+    """Catches `scheduler-cls`, `worker-cls`, `worker-extension-cls` given as a bare class name (vLLM resolves them by
+    qualified name: the seed's `AsyncScheduler` parsed, then killed the engine); preflight also imports them on
+    the nodes.
+
+    vLLM resolves these by qualified name at engine start: a bare class name parses, then the engine dies (preflight
+    also imports them on the nodes, in the image)."""
     for name in OBJECT_FLAGS:
         value = p.flags.value(name)
         if isinstance(value, str) and value not in ("", "auto") and "." not in value:
@@ -265,8 +277,21 @@ def _value_problem(name: str, value, spec: dict) -> str | None:
 
 
 def flag_types(p: Profile) -> Iterator[Problem]:
-    """Each value must convert the way the receiving entrypoint's real parser converts it (type, choices,
-    number of values); a list is only written out for a flag that takes several values."""
+    """Catches a value the receiving entrypoint's real parser would not convert (the flag table records each option's
+    kind, choices and arity from the parser itself): a word for a number (`block-size: 64.5`,
+    `gpu-memory-utilization: most`), a choice it does not have (`kv-cache-dtype: fp9`), a list for a one-value
+    flag (spread into argv its items would become arguments of their own), `true` for a flag that takes a value,
+    a value starting with `-`; and what vLLM's engine configuration refuses at start-up, after the weights have
+    loaded, read from its own config classes into the table: the bounds of 49 numeric engine arguments
+    (`block-size: 0`, `gpu-memory-utilization: 1.5`) and, for the 10 JSON arguments that are config classes,
+    their fields' kinds and bounds and unknown fields where the class refuses them (`compilation-config:
+    {cudagraph_capture_size: [8]}`). The 1.4.0/0.26.0 table of the H200 clusters has vLLM 0.26.0's own bounds,
+    written on the lent H200 (42 numeric arguments, 7 config classes). The table that judges is the one for the
+    recipe's pinned versions (`identity.frameworks`); where none is checked in, `servebench matrix`/`recipe` say
+    which versions judged instead.
+
+    Each value must convert the way the receiving entrypoint's real parser converts it (type, choices, number of
+    values); a list is only written out for a flag that takes several values."""
     table, _ = table_for(p)
     types = table.types.get(worker_entrypoint(p), {})
     if not types:

@@ -1,5 +1,5 @@
 """Offline checks of how a profile loads the servers (profile.load), against the seed harness's settings and
-the one-server-per-profile design. Part of :data:`servebench.rules.RULES`."""
+the one-server-per-profile design. Part of :data:`servebench.catalog.rules.RULES`."""
 
 from __future__ import annotations
 
@@ -25,7 +25,10 @@ BENCHMARK_ENV = {
 
 
 def dataset_load(p: Profile) -> Iterator[Problem]:
-    """A named corpus (dataset mode): every point of a profile replays it against the same server, so each needs a
+    """Catches a named corpus replayed without a per-point cache-bust marker (later points would ride on the prefix
+    cache earlier ones built), or a concurrency above the trajectories AIPerf reads (see AIPerf options).
+
+    A named corpus (dataset mode): every point of a profile replays it against the same server, so each needs a
     cache-bust marker of its own, and enough distinct trajectories for its largest concurrency."""
     load = p.spec.load
     if load.dataset == "generated" or not p.spec.concurrency:
@@ -45,7 +48,10 @@ def dataset_load(p: Profile) -> Iterator[Problem]:
 
 
 def benchmark_env(p: Profile) -> Iterator[Problem]:
-    """A recipe written for the seed harness carries its AIPerf settings in benchmark.env; they must agree with the
+    """Catches a seed-harness setting in the recipe's `benchmark.env` that differs from the profile key servebench uses
+    instead.
+
+    A recipe written for the seed harness carries its AIPerf settings in benchmark.env; they must agree with the
     profile keys servebench uses instead, or the run would silently use servebench's values."""
     env = p.recipe.benchmark.env or {}
     for key, ((section, field), kind) in BENCHMARK_ENV.items():
@@ -66,8 +72,11 @@ def benchmark_env(p: Profile) -> Iterator[Problem]:
 
 
 def load_generator(p: Profile) -> Iterator[Problem]:
-    """The profile's load generator is registered, and applies every load key the profile sets (a key it ignores
-    would be a setting the run silently does not have). The generator is asked through the registry
+    """Catches a `profile.load.generator` that no installed package registers, or a `profile.load` key the generator
+    does not apply (a setting the run would silently not have).
+
+    The profile's load generator is registered, and applies every load key the profile sets (a key it ignores would
+    be a setting the run silently does not have). The generator is asked through the registry
     (servebench.core.entry_points), as the run will find it."""
     load = p.spec.load
     try:
@@ -102,8 +111,12 @@ def harness_notes(p: Profile) -> list[str]:
 
 
 def time_budget(p: Profile) -> Iterator[Problem]:
-    """The job must outlast what one allocation holds: the model load and every point's worst case
-    (servebench.catalog.budget); with profile.allocations: fit, each of the allocations its points are split into."""
+    """Catches a profile whose model load and points' worst case outlast the job's time limit (with
+    `profile.allocations: fit`, each allocation its points are split into).
+
+    The job must outlast what one allocation holds: the model load and every point's worst case
+    (servebench.catalog.budget); with profile.allocations: fit, each of the allocations its points are split
+    into."""
     try:
         b = budget(p)
     except ValueError as err:

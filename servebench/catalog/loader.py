@@ -209,3 +209,28 @@ class Catalog:
         if not out:
             out = [p for p in self.profiles if any(key == p.case_id(c) for c in p.spec.concurrency)]
         return out
+
+
+# What the loader refuses before any rule runs (a profile that fails these is never built): name -> (what it
+# catches, where the check lives). The docs' rule table lists these, then catalog.rules.RULES (`servebench docs`).
+LOAD_CHECKS: dict[str, tuple[str, str]] = {
+    'strict YAML': (
+        'duplicate keys anywhere (PyYAML would silently keep the last: a dropped flag)',
+        'servebench.core.yamlio'),
+    'schema': (
+        'unknown keys and wrong types in every srt-slurm section and in `profile:`',
+        'servebench.recipe.schema'),
+    'bounds': (
+        'numbers outside sane bounds: health-check attempts (≤ 100,000) and interval, durations (≤ 7 days), '
+        'sessions, turns, words, nodes and GPUs, concurrency (≤ 65,536), NaN/inf anywhere in a model '
+        'description',
+        'servebench.recipe.schema'),
+    'YAML limits': (
+        'aliases that expand a document past 100,000 values (an alias bomb), keys that are lists or mappings, '
+        'nesting too deep; merge keys (`<<: *defaults` then an override) are accepted',
+        'servebench.core.yamlio'),
+    'extends': (
+        'an absolute path, a path leaving the recipes folder, a cycle however it is spelled '
+        '(`../gb200/tp.yaml`); the error names the `extends:` line',
+        'servebench.recipe.layering'),
+}

@@ -1,6 +1,6 @@
 """Offline checks of a profile: every failure class that used to cost GPU hours.
 
-Each rule takes a loaded :class:`~servebench.profile.Profile` and yields problems that name the file and key
+Each rule takes a loaded :class:`~servebench.recipe.profile.Profile` and yields problems that name the file and key
 the bad value came from. Rules read the profile's typed views (``p.flags``, ``p.topology``); none re-parses a
 flag. ``RULES`` lists them; tests break each one on purpose.
 """
@@ -16,6 +16,7 @@ from servebench.core.errors import Problem
 from servebench.catalog.flag_rules import entrypoint_flags, flag_types, headless_entrypoint, object_flags
 from servebench.recipe.placeholders import SUITE_PLACEHOLDERS, placeholders, who_expands
 from servebench.catalog.load_rules import benchmark_env, dataset_load, load_generator, time_budget
+from servebench.catalog.offload_rules import connector_conflict, offload_dram_budget, offload_labels
 from servebench.recipe.profile import ENGINE_FLAGS as FLAGS, Profile
 
 
@@ -24,6 +25,7 @@ MAX_CONCURRENCY = 65536
 
 
 def concurrency_list(p: Profile) -> Iterator[Problem]:
+    """Catches empty, ≤ 0, duplicate or not ascending."""
     conc = p.spec.concurrency
     if not conc:
         yield p.profile_problem(["concurrency"], "empty concurrency list", "list at least one concurrency")
@@ -43,6 +45,7 @@ def concurrency_list(p: Profile) -> Iterator[Problem]:
 
 
 def layout_matches_flags(p: Profile) -> Iterator[Problem]:
+    """Catches `profile.layout` TP/DP/PP differ from `--tensor/data/pipeline-parallel-size`."""
     f, lay = p.flags, p.spec.layout
     for dim, flag in (("tp", "tensor-parallel-size"), ("dp", "data-parallel-size"), ("pp", "pipeline-parallel-size")):
         have = getattr(f, dim)
@@ -54,6 +57,7 @@ def layout_matches_flags(p: Profile) -> Iterator[Problem]:
 
 
 def expert_parallel(p: Profile) -> Iterator[Problem]:
+    """Catches EP ≠ TP × DP with `enable-expert-parallel`, or EP > 1 without it."""
     f, lay = p.flags, p.spec.layout
     if f.expert_parallel:
         want = f.ep
@@ -68,6 +72,8 @@ def expert_parallel(p: Profile) -> Iterator[Problem]:
 
 
 def gpu_count(p: Profile) -> Iterator[Problem]:
+    """Catches TP × DP × PP ≠ GPUs of a worker; workers × GPUs ≠ nodes × GPUs per node; recipe vs cluster GPUs per
+    node."""
     res, lay, cl = p.recipe.resources, p.spec.layout, p.cluster
     if res.gpus_per_node > cl.gpus_per_node:   # srt-slurm: what the job requests per node (a part is fine)
         yield p.recipe_problem(
@@ -103,6 +109,7 @@ def gpu_count(p: Profile) -> Iterator[Problem]:
 
 
 def batch_capacity(p: Profile) -> Iterator[Problem]:
+    """Catches `max-num-seqs` × DP < the largest concurrency."""
     lay = p.spec.layout
     seqs = p.flags.max_num_seqs
     if seqs is None or not p.spec.concurrency:
@@ -117,6 +124,7 @@ def batch_capacity(p: Profile) -> Iterator[Problem]:
 
 
 def cuda_graph_coverage(p: Profile) -> Iterator[Problem]:
+    """Catches largest capture size < `max-num-seqs` × (1 + speculative tokens)."""
     f = p.flags
     if f.capture is None or f.enforce_eager or f.max_num_seqs is None:
         return
@@ -131,8 +139,13 @@ def cuda_graph_coverage(p: Profile) -> Iterator[Problem]:
 
 
 def flag_values(p: Profile) -> Iterator[Problem]:
-    """Values the flag views could not read: JSON that does not parse or is not an object, numbers that are
-    not numbers. The views fall back to vLLM's defaults, so every other rule still runs."""
+    """Catches a JSON-valued flag (`speculative-config`, `kv-transfer-config`, `compilation-config`, ...) that does not
+    parse or has the wrong shape (`cudagraph_capture_sizes: 64`); a number flag that is not a number or below 1
+    (`max-num-seqs: lots`, `tensor-parallel-size: 0`). The flags are read once per profile; every other rule
+    still runs on vLLM's defaults.
+
+    Values the flag views could not read: JSON that does not parse or is not an object, numbers that are not
+    numbers. The views fall back to vLLM's defaults, so every other rule still runs."""
     for key, message in p.flags.errors.items():
         fix = ("quote the whole object in single quotes and use double quotes inside" if "JSON" in message
                else "give a value of the type the flag takes")
@@ -146,6 +159,8 @@ def _env_blocks(p: Profile):
 
 
 def literal_placeholders(p: Profile) -> Iterator[Problem]:
+    """Catches `${VAR}`, `$VAR`, `{job_id}` left in env values or flags, unless declared in `profile.templates` (and
+    then only servebench's own `{job_id}`, `{node}`, `{node_rank}`, `{head_node}`, `{result_dir}`)."""
     templates = set(p.spec.templates)
     items = list(_env_blocks(p))
     items += [([*FLAGS, k], v) for k, v in p.flags.raw.items() if isinstance(v, str)]
@@ -171,53 +186,8 @@ def literal_placeholders(p: Profile) -> Iterator[Problem]:
             "list keys as e.g. environment.MY_VAR")
 
 
-def connector_conflict(p: Profile) -> Iterator[Problem]:
-    if p.recipe.backend.connector is not None and p.flags.has("kv-transfer-config"):
-        yield p.recipe_problem(
-            ["backend", "connector"], f"connector {p.recipe.backend.connector!r} also renders "
-            "--kv-transfer-config, which vllm_config already sets (one would silently win)",
-            "set backend.connector: null")
-
-
-def offload_labels(p: Profile) -> Iterator[Problem]:
-    kv = p.flags.offload
-    labels = p.spec.labels
-    if labels.kv_offloading == "dram" and kv is None:
-        yield p.profile_problem(
-            ["labels", "kv-offloading"], "labelled dram offload, but no offload connector in "
-            "--kv-transfer-config", "add the connector or label kv-offloading: none")
-    if labels.kv_offloading == "none" and kv is not None:
-        yield p.profile_problem(
-            ["labels", "kv-offloading"], f"{kv.connector} is configured but the profile is "
-            "labelled kv-offloading: none", "label it kv-offloading: dram")
-    if labels.kv_offloading == "dram" and not labels.kv_offload_backend:
-        yield p.profile_problem(
-            ["labels", "kv-offload-backend"], "dram offload needs a backend label",
-            "e.g. kv-offload-backend: vllm-simple")
-    spec_on = p.flags.has("speculative-config")
-    if (labels.spec_decoding != "none") != spec_on:
-        yield p.profile_problem(
-            ["labels", "spec-decoding"], f"labelled {labels.spec_decoding!r} but speculative-config "
-            f"is {'set' if spec_on else 'absent'}", "make the label match the flags")
-
-
-def offload_dram_budget(p: Profile) -> Iterator[Problem]:
-    """The CPU pools of the ranks on one node must fit the node's DRAM budget (vLLM sizes them per rank)."""
-    kv = p.flags.offload
-    if kv is None or kv.bytes_per_rank is None:
-        return
-    pool = capacity_model.offload_per_node(p.flags, p.cluster, p.topology.workers)
-    if pool.need > pool.budget:
-        gib = 2**30
-        yield p.recipe_problem(
-            p.flag_path("kv-transfer-config"),
-            f"offload pool {kv.bytes_per_rank / gib:.1f} GiB per rank ({kv.source}) x {pool.ranks} ranks per "
-            f"node = {pool.need / gib:.1f} GiB > {p.cluster.name} DRAM {p.cluster.host_dram_mib_per_node} MiB x "
-            f"{p.cluster.dram_utilization} = {pool.budget / gib:.1f} GiB",
-            f"use at most {math.floor(pool.budget / pool.ranks / gib)} GiB per rank")
-
-
 def gates(p: Profile) -> Iterator[Problem]:
+    """Catches a live gate stricter than the final gate; floors for concurrencies not in the sweep."""
     g = p.spec.gates
     if g.live < g.error_rate:
         yield p.profile_problem(
@@ -231,6 +201,7 @@ def gates(p: Profile) -> Iterator[Problem]:
 
 
 def identity(p: Profile) -> Iterator[Problem]:
+    """Catches identity image ≠ model.container."""
     image = p.recipe.identity.container.image
     if image and image != p.recipe.model.container:
         yield p.recipe_problem(
@@ -246,8 +217,13 @@ SRUN_OWN = frozenset({"jobid", "overlap", "nodes", "ntasks", "nodelist", "w", "e
 
 
 def launch_values(p: Profile) -> Iterator[Problem]:
-    """Nothing a recipe says can run as a command: values that reach sbatch, srun or an environment carry no
-    control characters (a newline in a #SBATCH line is a new line of bash), environment names are names, and
+    """Catches a control character (newline, CR, NUL, ...) in any value or key that reaches sbatch, srun, an
+    environment or argv (a newline on an `#SBATCH` line is a new line of bash); an environment name that is not
+    `[A-Za-z_][A-Za-z0-9_]*`; `srun_options` overriding a step option servebench sets itself (`jobid`,
+    `nodelist`, `export`, ...).
+
+    Nothing a recipe says can run as a command: values that reach sbatch, srun or an environment carry no control
+    characters (a newline in a #SBATCH line is a new line of bash), environment names are names, and
     srun_options leave servebench's own step options alone."""
     r = p.recipe
     values: list[tuple[list, object]] = [(["slurm", k], v) for k, v in r.slurm.model_dump().items()]
@@ -277,7 +253,10 @@ def launch_values(p: Profile) -> Iterator[Problem]:
 
 
 def model_context(p: Profile) -> Iterator[Problem]:
-    """vLLM refuses a max-model-len above the model's native context (unless forced by an environment switch)."""
+    """Catches `max-model-len` above the model's native context (vLLM refuses to start); sizes like `32k` read as vLLM
+    reads them.
+
+    vLLM refuses a max-model-len above the model's native context (unless forced by an environment switch)."""
     ctx = p.flags.max_model_len
     if p.model is None or ctx is None:
         return
@@ -291,7 +270,10 @@ def model_context(p: Profile) -> Iterator[Problem]:
 
 
 def capacity(p: Profile) -> Iterator[Problem]:
-    """The profile must hold its weights while loading, and one full-context request (servebench capacity)."""
+    """Catches weights that cannot load, or no room for one full-context request, per `servebench capacity`.
+
+    The profile must hold its weights while loading, and one full-context request (servebench capacity). The HBM
+    problems only: an offload pool beyond the node's DRAM is rule offload-dram's, whose fix is the pool's size."""
     if p.model is None:
         return
     for prob in capacity_model.estimate(p).problems:
@@ -327,6 +309,7 @@ RULES: dict[str, Rule] = {
     "time-budget": time_budget,
     "capacity": capacity,
 }
+
 
 
 def check_profile(p: Profile, skip=()) -> Iterator[Problem]:

@@ -10,7 +10,7 @@ def pytest_servebench_result_fields(point, result) -> dict | None:
     """Extra fields for one point's result, stored under ``result.extra`` (merged over every implementation).
 
     Called once per measured point, before the result is written; ``result`` is the
-    :class:`servebench.result.PointResult` built from AIPerf's files. Values must be JSON-serializable. An
+    :class:`servebench.results.model.PointResult` built from AIPerf's files. Values must be JSON-serializable. An
     implementation that raises is logged and ignored: a site hook never costs a point its result."""
 
 

@@ -1,7 +1,7 @@
 """Reading recipe files: ``extends:`` chains merged overlay onto base, parsed into the strict schemas of
-:mod:`servebench.spec` with errors that point at the file, line and key where the offending value was written.
+:mod:`servebench.recipe.schema` with errors that point at the file, line and key where the offending value was written.
 
-Nothing here knows what a flag means; :mod:`servebench.profile` builds the typed views from what this returns.
+Nothing here knows what a flag means; :mod:`servebench.recipe.profile` builds the typed views from what this returns.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ LATER_KEYS = {("profile", "load", "generator"): "aiperf", ("profile", "load", "o
 
 @dataclass(frozen=True)
 class Profile:
-    """One sweep profile, parsed and with its derived views; validation is :mod:`servebench.rules`."""
+    """One sweep profile, parsed and with its derived views; validation is :mod:`servebench.catalog.rules`."""
 
     file: str
     spec: ProfileSection

@@ -1,6 +1,6 @@
 """Judge one point's result against its profile's gates (and a baseline). Each failed check has its own message.
 
-The pytest case judges once and stores the :class:`~servebench.result.Verdict` with the point; reports show
+The pytest case judges once and stores the :class:`~servebench.results.model.Verdict` with the point; reports show
 that stored verdict and never re-judge.
 """
 
@@ -22,7 +22,7 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
           baseline_file: str | None = None, schema_errors: list[str] = (), against: tuple[str, object] | None = None
           ) -> Verdict:
     """All checks in order. ``schema_errors``: how the written file breaks the checked-in JSON Schema (what
-    consumers of the file rely on). With a baseline (servebench.baseline), the point must also keep its
+    consumers of the file rely on). With a baseline (servebench.results.baseline), the point must also keep its
     throughput within the profile's tolerance."""
     checks = [_check("schema", not schema_errors, "the result file matches schemas/result.schema.json",
                      "result file does not match schemas/result.schema.json:\n  " + "\n  ".join(schema_errors))]
@@ -77,7 +77,7 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                              f"(run {base['run_id']}; profile.gates.baseline_tolerance){note}"))
 
     checks.append(client_bound(conc, g))
-    if against is not None:        # (run ids, servebench.compare.Change of output tok/s per GPU)
+    if against is not None:        # (run ids, servebench.history.compare.Change of output tok/s per GPU)
         runs, ch = against
         span = interval(ch.low, ch.high)
         measured_change = f"output tok/s per GPU {_tps(ch.b)} against {_tps(ch.a)} in run {runs}, " \

@@ -1,6 +1,6 @@
 """From a profile to the server processes of one deployment: what runs on which node, with which argv and env.
 
-The per-node roles come from the pure :mod:`servebench.topology` step (leader/headless followers, hybrid DP
+The per-node roles come from the pure :mod:`servebench.recipe.topology` step (leader/headless followers, hybrid DP
 ranks, one process per DP rank); this module renders them for the recipe's frontend:
 
 * ``frontend.type: dynamo`` - ``dynamo.frontend`` (with the recipe's router args) on the head node in front of

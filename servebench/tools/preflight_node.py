@@ -4,7 +4,7 @@ mounts, the environment, filled templates): seconds of checks before any weights
 
     python3 preflight_node.py REQUEST.json      (or the request's JSON text itself)
 
-REQUEST (written by servebench.preflight) names what to check; the answer is one JSON object on the last line
+REQUEST (written by servebench.server.preflight) names what to check; the answer is one JSON object on the last line
 of stdout: {"node", "rank", "problems": [{"kind", "check", "message", "fix"}], "notes": [...], "seconds"}.
 Problem kinds: import, flags, object, model, setup, image, gpus, network, infra. Stand-alone on purpose: it
 runs with the node's interpreter, where servebench itself is not installed.

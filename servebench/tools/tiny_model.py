@@ -4,7 +4,7 @@ downloaded.
 
 Runs inside the serving venv (it needs torch, transformers and tokenizers), as a script:
 ``python tiny_gen.py OUT_DIR --seed 0``. It imports nothing from servebench, so the serving venv need not have
-servebench installed. The caller (servebench.models) caches OUT_DIR by a hash of this file and its arguments.
+servebench installed. The caller (servebench.server.generated) caches OUT_DIR by a hash of this file and its arguments.
 """
 
 from __future__ import annotations

@@ -4,6 +4,6 @@
 * :mod:`.sweep` - servebench's own sections: the sweep ``profile:`` and the cluster description;
 * :mod:`.model` - model descriptions for the capacity model (every number cited or reasoned).
 
-Nothing here reads a file or interprets a flag; :mod:`servebench.layering` parses files into these models and
-:mod:`servebench.profile` derives the typed views every consumer reads.
+Nothing here reads a file or interprets a flag; :mod:`servebench.recipe.layering` parses files into these models and
+:mod:`servebench.recipe.profile` derives the typed views every consumer reads.
 """

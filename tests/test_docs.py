@@ -1,0 +1,99 @@
+"""The docs say what the code does: the generated reference tables are current, every dotted `servebench.*` name in
+the library's docstrings and the docs resolves, the README stays a front door whose links land."""
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from servebench.cli import docs
+from tests.conftest import run_cli
+
+REPO = Path(__file__).resolve().parent.parent
+NAME = re.compile(r"(?<![\w/.])servebench(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+# entry-point group names, which are no modules
+GROUPS = {"servebench.backends", "servebench.load_generators", "servebench.frontends"}
+
+
+def resolves(dotted: str) -> bool:
+    """A module, or an attribute path of the longest module prefix that imports."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def dotted_names(text: str) -> set[str]:
+    return {n.rstrip(".") for n in NAME.findall(text)
+            if not n.startswith("servebench.__main__") and not n.endswith((".py", ".json", ".yaml"))} - GROUPS
+
+
+def test_the_generated_tables_are_current():
+    assert run_cli("docs", "--check").returncode == 0
+
+
+def test_a_stale_table_is_found_and_rewritten(tmp_path):
+    for page in {page for page, _ in docs.TABLES.values()}:
+        (tmp_path / page).write_text((REPO / "docs" / page).read_text())
+    page = tmp_path / "recipes.md"
+    page.write_text(page.read_text().replace("| gpu-count |", "| gpu-cuont |"))
+    out = run_cli("docs", "--check", "--docs", str(tmp_path))
+    assert out.returncode == 1 and f"{page} is stale" in out.stderr
+    assert run_cli("docs", "--write", "--docs", str(tmp_path)).returncode == 0
+    assert "| gpu-count |" in page.read_text() and run_cli("docs", "--check", "--docs", str(tmp_path)).returncode == 0
+
+
+def test_a_page_without_its_markers_is_one_line_naming_the_fix(tmp_path):
+    for page in {page for page, _ in docs.TABLES.values()}:
+        (tmp_path / page).write_text("# nothing generated here\n")
+    out = run_cli("docs", "--check", "--docs", str(tmp_path))
+    assert out.returncode == 2 and "no `servebench docs` markers" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_every_rule_has_a_line_in_the_table():
+    from servebench.catalog.rules import RULES
+    table = docs.rules_table()
+    for name in RULES:
+        row = next(r for r in table.splitlines() if r.startswith(f"| {name} |"))
+        assert len(row) > len(name) + 20, f"rule {name} has no description (its docstring's first paragraph)"
+
+
+@pytest.mark.parametrize("path", sorted([*(REPO / "servebench").rglob("*.py"), *(REPO / "docs").glob("*.md"),
+                                         REPO / "README.md"]), ids=lambda p: str(p.relative_to(REPO)))
+def test_every_dotted_name_resolves(path):
+    bad = sorted(n for n in dotted_names(path.read_text()) if not resolves(n))
+    assert not bad, f"{path.relative_to(REPO)} names what does not exist: {bad}"
+
+
+def test_the_name_check_finds_a_moved_module():
+    assert not resolves("servebench.rules.RULES") and resolves("servebench.catalog.rules.RULES")
+
+
+def test_the_readme_is_a_front_door_whose_links_land():
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    assert text.count("```bash") >= 2 and "scripts/bench" in text and "scripts/test" in text
+    for target in re.findall(r"\]\(([^)#]+\.md)(?:#[^)]*)?\)", text):
+        assert (REPO / target).is_file(), target
+    for page in (REPO / "docs").glob("*.md"):
+        assert f"docs/{page.name}" in text, f"the README does not point to {page.name}"
+
+
+def test_every_anchor_of_the_docs_lands():
+    """A link `page.md#anchor` names a heading of that page (GitHub's slugs: lower case, punctuation dropped)."""
+    def slugs(page: Path) -> set[str]:
+        heads = re.findall(r"^#+ (.+)$", page.read_text(), re.M)
+        return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in heads}
+    for page in [REPO / "README.md", *(REPO / "docs").glob("*.md")]:
+        for target, anchor in re.findall(r"\]\(([^)#\s]*\.md)#([^)]+)\)", page.read_text()):
+            dest = (page.parent / target).resolve()
+            assert anchor in slugs(dest), f"{page.name}: {target}#{anchor}"
