@@ -128,3 +128,24 @@ def test_credential_like_names_are_masked(name):
     from servebench.core.secrets import is_secret, masked
     assert is_secret(name) and masked({name: "s3cr3t"})[name] != "s3cr3t"
     assert not is_secret("CUDA_VISIBLE_DEVICES") and masked({"NCCL_DEBUG": "INFO"}) == {"NCCL_DEBUG": "INFO"}
+
+
+def test_importing_the_cli_touches_no_file(monkeypatch):
+    """Every command module is imported by every `servebench` call: none of them may look at the disk then (the
+    history command's default store was resolved at import, from whatever folder the process started in)."""
+    import importlib
+    import os
+    from pathlib import Path
+
+    import servebench.cli as cli
+    looked: list[str] = []
+    for name in ("is_dir", "exists", "is_file", "stat"):
+        real = getattr(Path, name)
+        monkeypatch.setattr(Path, name, lambda self, *a, _real=real, _n=name, **k: looked.append(f"{_n} {self}")
+                            or _real(self, *a, **k))
+    monkeypatch.setattr(os, "listdir", lambda *a: looked.append(f"listdir {a}") or [])
+    for module in ("servebench.cli.history", "servebench.cli.results", "servebench.cli.recipes",
+                   "servebench.cli.components", "servebench.cli.jobs", "servebench.cli.docs"):
+        importlib.reload(importlib.import_module(module))
+    importlib.reload(cli)
+    assert looked == []

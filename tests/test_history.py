@@ -212,6 +212,8 @@ def test_read_commands_create_nothing(tmp_path):
     """compare and history list on a store that is not there say so and leave no empty store behind."""
     res = run_cli("history", "list", "--db", tmp_path / "new.sqlite")
     assert res.returncode == 2 and "no results history there" in res.stderr
+    assert res.stderr.startswith("servebench history list: ")          # the whole command, not its leaf (`list:`)
     res = run_cli("compare", "a", "b", "--db", tmp_path / "none.sqlite")
     assert res.returncode == 2 and "no results history there" in res.stderr
+    assert res.stderr.startswith("servebench compare: ")
     assert list(tmp_path.iterdir()) == []

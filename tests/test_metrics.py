@@ -45,6 +45,11 @@ def test_a_metric_added_in_one_place_is_in_every_output(tmp_path):
         assert res.returncode == 0, res.stderr
         line = next(ln for ln in res.stdout.splitlines() if "requests per second" in ln)
         assert "within noise" in line and "[" in line      # pooled run-to-run noise of the run not on trial
+        from servebench.report import html                                                # report.html's table
+        page = html.collect(db)
+        column = page["columns"].index("requests per second")
+        cells = {p["case"]: p["cells"][column] for p in page["runs"][0]["points"]}
+        assert cells[r.identity.case_id] == number(value, "rate", missing="")
     assert "request_rate" not in registry.METRICS
 
 

@@ -128,8 +128,12 @@ def test_client_bound_by_the_clients_own_latency_unless_allowed(catalog, recipes
     r = build(by_id(catalog, "kimi-k3-gb200-dep"))
     r["concurrency"]["issue_latency_ms"]["p99"] = 480.0                 # AIPerf fell behind its schedule
     msgs = failures(r, by_id(catalog, "kimi-k3-gb200-dep"))
-    assert any(m.startswith("client-bound: AIPerf sent requests up to 480.0 ms (p99) after their schedule (> 50 ms")
+    assert any(m.startswith("client-bound: aiperf sent requests up to 480.0 ms (p99) after their schedule (> 50 ms")
                and "the trace allows 6.7 in flight" in m for m in msgs), msgs
+    r["run"]["generator"] = "sbsite"                                   # a site's generator is named, not AIPerf
+    msgs = failures(r, by_id(catalog, "kimi-k3-gb200-dep"))
+    assert any(m.startswith("client-bound: sbsite sent requests") for m in msgs) and not any("AIPerf" in m or
+                                                                                          "aiperf" in m for m in msgs)
     edit(recipes / "kimi-k3/gb200/dep.yaml", "  load:\n", "  gates: {allow_client_bound: true}\n  load:\n")
     relaxed = next(p for p in Catalog.load(recipes).profiles if p.name == "dep")
     assert not any("client-bound" in m for m in failures(r, relaxed))
@@ -223,3 +227,23 @@ def test_a_passed_check_says_what_passed(catalog):
     assert checks["error_rate"].ok and " within the gate " in checks["error_rate"].message
     assert checks["schema"].message == "the result file matches schemas/result.schema.json"
     assert all("exceeds" not in c.message and "below" not in c.message for c in checks.values() if c.ok)
+
+
+def test_reusable_says_where_a_prior_came_from_or_why_there_is_none(catalog, tmp_path):
+    """A hit carries the prior and its file, a miss only why: never a reason and a path in one string."""
+    from servebench.core.results_folder import ResultsFolder
+    from servebench.results.point import reusable
+    profile = by_id(catalog, "kimi-k3-gb200-dep")
+    point = Point(profile, 8)
+    found = reusable(point, tmp_path)
+    assert found.prior is None and found.source is None and found.miss.startswith("no prior result at ")
+    prior = typed(profile)
+    assert prior.identity.case_id == point.id and prior.identity.recipe_fingerprint == profile.fingerprint
+    target = ResultsFolder.at(tmp_path).point(point.id)
+    files.write(target, prior)
+    found = reusable(point, tmp_path)
+    assert found.prior == prior and found.source == target and found.miss is None
+    other = prior.model_copy(update={"identity": prior.identity.model_copy(update={"recipe_fingerprint": "0" * 64})})
+    files.write(target, other)
+    found = reusable(point, tmp_path)
+    assert found.prior is None and found.source is None and "another recipe" in found.miss

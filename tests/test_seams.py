@@ -134,3 +134,30 @@ def _site_on_the_subprocess_path(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", f"{SITE}:{REPO}" + (f":{p}" if (p := __import__('os').environ.get('PYTHONPATH')) else ""))
     yield
     sys.modules.pop("sbsite", None)
+
+
+@pytest.mark.parametrize("options, key, fragment", [
+    ("backend_options: {launcher: env, lanucher: env}", "backend_options.lanucher", "did you mean launcher?"),
+    ("backend_options: {launcher: [env]}", "backend_options.launcher", "reads: launcher"),
+])
+def test_a_site_backends_options_are_checked_against_its_own_model(site, tmp_path, options, key, fragment):
+    recipes = site_recipes(tmp_path / "recipes")
+    cluster = recipes / "clusters/site-cpu.yaml"
+    cluster.write_text(cluster.read_text() + options + "\n")
+    with pytest.raises(ConfigError) as err:
+        Catalog.load(recipes)
+    found = [p for p in err.value.problems if p.key == key]
+    assert found and fragment in found[0].fix and found[0].file == str(cluster) and found[0].line
+
+
+def test_a_misspelt_backend_option_of_a_builtin_backend_is_refused_not_kept(tmp_path, repo):
+    """`partiton:` under backend_options was kept silently; slurm reads no backend_options."""
+    import shutil
+    recipes = tmp_path / "recipes"
+    shutil.copytree(repo / "recipes", recipes)
+    cluster = recipes / "clusters/gb200-nv.yaml"
+    cluster.write_text(cluster.read_text() + "backend_options: {partiton: batch}\n")
+    with pytest.raises(ConfigError) as err:
+        Catalog.load(recipes)
+    found = [p for p in err.value.problems if p.key == "backend_options.partiton"]
+    assert found and "reads no backend_options" in found[0].message and found[0].line

@@ -206,3 +206,37 @@ def test_the_path_check_finds_a_hand_built_path():
     assert sorted(hand_built_paths("results/planted.py", text)) == [
         "results/planted.py:5: 'x/result.json'", "results/planted.py:5: Path(d) / 'points'",
         "results/planted.py:5: Path(d) / 'points' / f'{d}.json'"]
+
+
+def constants(path: Path) -> dict[str, object]:
+    """Module-level UPPER_CASE names bound to a literal number or string."""
+    out = {}
+    for node in ast.parse(path.read_text()).body:
+        target, value = (node.targets[0], node.value) if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+            else (node.target, node.value) if isinstance(node, ast.AnnAssign) else (None, None)
+        if isinstance(target, ast.Name) and target.id.isupper() and isinstance(value, ast.Constant) \
+                and isinstance(value.value, (str, int, float)) and not isinstance(value.value, bool):
+            out[target.id] = value.value
+    return out
+
+
+def twice_defined(modules: dict[str, dict[str, object]]) -> list[str]:
+    seen: dict[tuple[str, object], str] = {}
+    found = []
+    for rel, consts in sorted(modules.items()):
+        for name, value in consts.items():
+            if (name, value) in seen:
+                found.append(f"{name} = {value!r} in {seen[name, value]} and {rel}")
+            seen.setdefault((name, value), rel)
+    return found
+
+
+def test_a_constant_has_one_owner():
+    """The same name bound to the same value in two modules is one concept with two owners (SCHEMA_ID was)."""
+    modules = {str(p.relative_to(PKG)): constants(p) for p in PKG.rglob("*.py") if layer(module_name(p)) != "tools"}
+    assert twice_defined(modules) == []
+
+
+def test_the_constant_check_finds_a_second_owner():
+    assert twice_defined({"a.py": {"SCHEMA_ID": "x", "N": 1}, "b.py": {"SCHEMA_ID": "x", "N": 2}}) == [
+        "SCHEMA_ID = 'x' in a.py and b.py"]

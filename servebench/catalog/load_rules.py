@@ -87,7 +87,7 @@ def load_generator(p: Profile) -> Iterator[Problem]:
     honoured = COMMON_LOAD_KEYS | generator.honours
     for key in sorted(set(load.model_fields_set) - honoured):
         yield p.profile_problem(["load", key], f"load generator {load.generator!r} does not apply load.{key}",
-                                f"remove it, or use a generator that applies it (aiperf applies every load key)")
+                                "remove it, or use a generator that applies it (aiperf applies every load key)")
     for why in generator().option_problems(dict(load.options)):
         yield p.profile_problem(["load", "options"], why, f"see the {load.generator} generator's options")
 

@@ -6,6 +6,7 @@ each (file, line, key path, fix).
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -38,6 +39,8 @@ def load_cluster(path: Path) -> ClusterSpec:
                                 f"{', '.join(entry_points.names(entry_points.BACKENDS))})",
                                 "name a known backend, or install the package that registers this one (entry "
                                 "point group servebench.backends)", yamlio.line_of(data, "backend")))
+    else:
+        problems += backend_option_problems(path, data, spec)
     runtime = data.get("runtime") or {}
     envs = [("runtime.environment", runtime.get("environment") or {})]
     envs += [(f"runtime.node_environment[{i}]", e) for i, e in enumerate(runtime.get("node_environment") or [])
@@ -54,6 +57,33 @@ def load_cluster(path: Path) -> ClusterSpec:
     if problems:
         raise ConfigError(problems)
     return spec
+
+
+def backend_option_problems(path: Path, data: dict, spec: ClusterSpec) -> list[Problem]:
+    """``backend_options`` checked against the backend's own model (``Backend.options``): a key it does not read
+    (``partiton:``) is refused with the keys it does, never kept silently."""
+    from pydantic import ValidationError
+
+    model = getattr(entry_points.load(entry_points.BACKENDS, spec.backend), "options", None)
+    given, written = spec.backend_options, data.get("backend_options") or {}
+    known = list(model.model_fields) if model is not None else []
+    if model is None:
+        return [Problem(str(path), f"backend_options.{key}", f"backend {spec.backend!r} reads no backend_options",
+                        "remove it (the cluster file's own keys set partition, account, runtime, ...)",
+                        yamlio.line_of(written, key)) for key in given]
+    try:
+        model.model_validate(given)
+    except ValidationError as err:
+        out = []
+        for e in err.errors():
+            key = ".".join(str(part) for part in e["loc"])
+            near = difflib.get_close_matches(str(e["loc"][0]), known, n=1)
+            fix = f"did you mean {near[0]}?" if near and e["type"] == "extra_forbidden" else \
+                f"backend {spec.backend!r} reads: {', '.join(known) or 'nothing'}"
+            out.append(Problem(str(path), f"backend_options.{key}", e["msg"], fix,
+                               yamlio.line_of(written, str(e["loc"][0]))))
+        return out
+    return []
 
 
 def load_model(path: Path) -> ModelSpec:

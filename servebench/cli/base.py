@@ -49,7 +49,10 @@ class Command:
     def run(self, args: argparse.Namespace) -> int:
         raise NotImplementedError
 
-    def register(self, sub) -> None:
+    path = "servebench"     # what the user typed to reach this subcommand, for its errors (set by register)
+
+    def register(self, sub, parent: str = "servebench") -> None:
+        self.path = f"{parent} {self.name}"
         # argparse %-formats help texts: a literal % (a "95%" interval) would crash --help
         parser = sub.add_parser(self.name, help=self.help.replace("%", "%%"), description=self.help)
         for option in self.options:
@@ -58,7 +61,7 @@ class Command:
         if self.subcommands:
             nested = parser.add_subparsers(dest=f"{self.name}_command", required=True, metavar="COMMAND")
             for cls in self.subcommands:
-                cls().register(nested)
+                cls().register(nested, self.path)
         else:
             parser.set_defaults(command=self)
 
@@ -71,5 +74,5 @@ def run(command: Command, args: argparse.Namespace) -> int:
         print(err, file=sys.stderr)
         return 1
     except (ValueError, LookupError) as err:
-        print(f"servebench {command.name}: {err}", file=sys.stderr)
+        print(f"{command.path}: {err}", file=sys.stderr)
         return 2

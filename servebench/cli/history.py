@@ -16,11 +16,9 @@ from servebench.history import changelog, machines, noise, queries, store
 from servebench.history.compare import compare_point
 from servebench.results import metrics as registry
 
-DEFAULT = ResultsFolder.at("results").history
-
-
 def db(args) -> Path:
-    return Path(args.history) if args.history else DEFAULT
+    """--history, else the history of ./results (looked up when a command runs, never at import)."""
+    return Path(args.history) if args.history else ResultsFolder.at("results").history
 
 
 class HistoryAdd(Command):

@@ -8,6 +8,8 @@ container image (:attr:`Backend.containers`), what is submitted (:meth:`Backend.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import logging
 import os
 import signal
@@ -200,9 +202,12 @@ class Allocation(ABC):
 
 
 class Backend(ABC):
-    """One cluster's way of holding nodes and starting processes on them."""
+    """One cluster's way of holding nodes and starting processes on them. ``options``: the strict pydantic model of
+    the cluster file's ``backend_options`` this backend reads (None: it reads none, and any key there is refused
+    when the cluster file loads)."""
 
     name = "abstract"
+    options: ClassVar[type | None] = None
 
     def __init__(self, cluster: ClusterSpec | None = None):
         self.cluster = cluster

@@ -29,7 +29,7 @@ from servebench.history.noise import Noise, change as noise_change
 from servebench.results import metrics as registry
 
 DRAWS = 2000
-SLICE_S = 5.0
+BOOTSTRAP_SLICE_S = 5.0
 CHUNK = 250     # draws resampled at once: bounds the memory of a point with many requests
 BOOTSTRAP = "within-run bootstrap"
 
@@ -65,12 +65,12 @@ def _array(rows: Sequence[tuple]) -> np.ndarray:
 
 
 def _slices(rows: np.ndarray) -> np.ndarray:
-    """Successful output tokens completed in each SLICE_S of the window (by request end)."""
+    """Successful output tokens completed in each BOOTSTRAP_SLICE_S of the window (by request end)."""
     ends = rows[:, 4]
     ok = np.isfinite(ends) & (rows[:, 3] == 1)
     if ok.sum() < 2:
         return np.zeros(0)
-    edges = np.arange(ends[ok].min(), ends[ok].max() + SLICE_S, SLICE_S)
+    edges = np.arange(ends[ok].min(), ends[ok].max() + BOOTSTRAP_SLICE_S, BOOTSTRAP_SLICE_S)
     counts, _ = np.histogram(ends[ok], bins=edges, weights=rows[ok, 0])
     return counts
 
@@ -86,7 +86,7 @@ def items(metric: registry.Metric, rows: Sequence[tuple]) -> np.ndarray:
 
 def _reduce(metric: registry.Metric, x: np.ndarray, gpus: int) -> np.ndarray:
     if metric.bootstrap == "time":
-        return np.mean(x, axis=-1) / SLICE_S / gpus
+        return np.mean(x, axis=-1) / BOOTSTRAP_SLICE_S / gpus
     if metric.reduce == "median":
         return np.median(x, axis=-1)
     if metric.reduce == "p99":

@@ -187,12 +187,12 @@ def sb_measured(sb_point: Point, sb_profile: Profile, sb_allocation_key: str, re
     session.start_run()
     reuse_dir = config.getoption("--reuse-results")
     if reuse_dir:
-        prior, why = reusable(sb_point, Path(reuse_dir))
-        if prior is not None:
-            out = reuse(sb_point, prior, Path(why), session.results)
+        found = reusable(sb_point, Path(reuse_dir))
+        if found.prior is not None:
+            out = reuse(sb_point, found.prior, found.source, session.results)
             record_property("reused", str(out.reused_from))
             return out
-        record_property("reuse_miss", why)
+        record_property("reuse_miss", found.miss)
     deployment = request.getfixturevalue("sb_deployment")
     request.node.stash[ALLOCATION] = deployment.allocation
     extend = site_fields(config, sb_point)

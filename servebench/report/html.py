@@ -35,6 +35,8 @@ def collect(db: Path | str, page_dir: Path | None = None, changelog_file: Path |
     out = {"runs": [], "comparisons": [], "changelog": []}
     with closing(store.connect(db, create=False)) as con:
         runs = store.runs(con)
+        columns = registry.shown("report")         # the points table: the registry's report metrics, in order
+        out["columns"] = [m.label for m in columns]
         for run in runs:
             points, parsed = [], []
             source = Path(run["source"]) if run["source"] and page_dir else None
@@ -47,10 +49,8 @@ def collect(db: Path | str, page_dir: Path | None = None, changelog_file: Path |
                 points.append({"case": case, "profile": profile, "cluster": r.identity.cluster,
                                "model": r.identity.model, "concurrency": r.identity.concurrency, "passed": passed,
                                "tps_gpu": tps_gpu, "tps_user": tps_user, "links": links,
-                               "text": {"tps_gpu": number(tps_gpu, "tok/s"), "tps_user": number(tps_user, "tok/s"),
-                                        "ttft_p50": number(r.latency_ms.ttft.p50, "ms"),
-                                        "error_rate": number(r.requests.error_rate, "share"),
-                                        "cpu_tier": number(offload.cpu_share(r), "share", missing="")},
+                               "text": {"tps_gpu": number(tps_gpu, "tok/s"), "tps_user": number(tps_user, "tok/s")},
+                               "cells": [number(m.get(r), m.unit, missing="") for m in columns],
                                "series": _series(r)})
             ab = [{"base": pair.base, "offload": pair.offload, **_ab_text(row)}
                   for pair in offload.pairs(parsed) for row in offload.rows(parsed, pair)]

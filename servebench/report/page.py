@@ -86,11 +86,9 @@ function links(p) {
 function table(points) {
   const box = document.getElementById("points");
   if (!points.length) { empty(box, "no run is selected: tick one above"); return; }
-  grid(box, ["case", "run", "verdict", "tok/s per GPU", "tok/s per user p50", "TTFT p50 ms", "error rate",
-             "CPU-tier share", "files"],
+  grid(box, ["case", "run", "verdict", ...DATA.columns, "files"],
        points.map(p => [p.case, p.run, p.passed === null ? "not judged" : (p.passed ? "passed" : "failed"),
-                        p.text.tps_gpu, p.text.tps_user, p.text.ttft_p50, p.text.error_rate, p.text.cpu_tier,
-                        links(p)]),
+                        ...p.cells, links(p)]),
        {2: v => v});
 }
 function offload(runs) {

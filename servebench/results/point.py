@@ -56,19 +56,28 @@ def store_failed(m: Measurement, folder: ResultsFolder, cause: BaseException, ex
         return None
 
 
-def reusable(point: Point, reuse_dir: Path) -> tuple[PointResult | None, str]:
-    """A prior result for this point that may stand in for a new run, or None and why not."""
+@dataclass(frozen=True)
+class Reusable:
+    """What --reuse-results found for a point: a prior result and the file it came from, or why there is none."""
+
+    prior: PointResult | None
+    source: Path | None = None
+    miss: str | None = None
+
+
+def reusable(point: Point, reuse_dir: Path) -> Reusable:
+    """A prior result for this point that may stand in for a new run, with its file; or none and why not."""
     path = ResultsFolder.at(reuse_dir).point(point.id)
     if not path.is_file():
-        return None, f"no prior result at {path}"
+        return Reusable(None, miss=f"no prior result at {path}")
     try:
         prior = read(path)
     except ValueError as err:
-        return None, str(err)
+        return Reusable(None, miss=str(err))
     if prior.identity.recipe_fingerprint != point.profile.fingerprint:
-        return None, f"{path} was measured with another recipe (fingerprint {prior.identity.recipe_fingerprint[:12]} " \
-                     f"!= {point.profile.fingerprint[:12]})"
-    return prior, str(path)
+        return Reusable(None, miss=f"{path} was measured with another recipe (fingerprint "
+                                   f"{prior.identity.recipe_fingerprint[:12]} != {point.profile.fingerprint[:12]})")
+    return Reusable(prior, path)
 
 
 def reuse(point: Point, prior: PointResult, source: Path, folder: ResultsFolder) -> Stored:

@@ -8,9 +8,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from servebench.results.model import PointResult
-
-SCHEMA_ID = "https://servebench.dev/schemas/result.schema.json"
+from servebench.results.model import SCHEMA_ID, PointResult
 CHECKED_IN = "schemas/result.schema.json"
 
 

@@ -50,7 +50,7 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                          f"error rate {_pct(rate)} ({counted}; {causes}) exceeds the gate {_pct(g.error_rate)} "
                          "(profile.gates.error_rate)"))
     if run.was_cancelled and run.stopped_at_s is None:       # not servebench's own adaptive stop
-        checks.append(Check(name="live_error_rate", ok=False, message=f"AIPerf aborted the run: live error rate "
+        checks.append(Check(name="live_error_rate", ok=False, message=f"{run.generator} aborted the run: live error rate "
                             f"above {_pct(g.live)} (profile.gates.live_error_rate)"))
     if g.require_steady:
         checks.append(steady_check(result))
@@ -76,7 +76,7 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                              f"{_tps(base['output_tps_per_gpu'])} x (1 - {_pct(tol)}) = {_tps(floor_b)} "
                              f"(run {base['run_id']}; profile.gates.baseline_tolerance){note}"))
 
-    checks.append(client_bound(conc, g))
+    checks.append(client_bound(conc, g, run.generator))
     if against is not None:        # (run ids, servebench.history.compare.Change of output tok/s per GPU)
         runs, ch = against
         span = interval(ch.low, ch.high)
@@ -102,8 +102,8 @@ def steady_check(result: PointResult) -> Check:
                   "duration_s, or the server's own drift)")
 
 
-def client_bound(conc, g) -> Check:
-    """Was the load generator, not the server, the limit? The client's own evidence decides: AIPerf's credit-to-start
+def client_bound(conc, g, generator: str = "the load generator") -> Check:
+    """Was the load generator, not the server, the limit? The client's own evidence decides: its credit-to-start
     latency (how late it sent requests after their schedule). Effective concurrency is reported against what the
     trace allows (think time between turns bounds it however fast the server is), and is the fallback evidence
     for results without the latency."""
@@ -112,7 +112,7 @@ def client_bound(conc, g) -> Check:
     where = f"effective concurrency {number(conc.effective_avg, 'conc')} of target {conc.target}{allowed}"
     if issue is not None:
         ok = issue <= g.max_issue_latency_ms
-        said = f"AIPerf sent requests up to {number(issue, 'ms')} ms (p99) after their schedule"
+        said = f"{generator} sent requests up to {number(issue, 'ms')} ms (p99) after their schedule"
         passed = f"not client-bound: {said} (<= {g.max_issue_latency_ms:g} ms); {where}"
         message = (f"client-bound: {said} (> {g.max_issue_latency_ms:g} ms, profile.gates.max_issue_latency_ms); "
                    f"{where}")
@@ -122,7 +122,7 @@ def client_bound(conc, g) -> Check:
         of = "what the trace allows" if conc.ratio_of_allowed else "target"
         passed = f"not client-bound: {where} ({_pct(ratio)} of {of} >= {_pct(g.min_concurrency_ratio)})"
         message = (f"client-bound: {where} ({_pct(ratio)} of {of} < {_pct(g.min_concurrency_ratio)}) and no issue "
-                   "latency from AIPerf to say otherwise")
+                   f"latency from {generator} to say otherwise")
     if ok:
         return Check(name="concurrency", ok=True, message=passed)
     if g.allow_client_bound:

@@ -3,7 +3,16 @@ node's own working directory (what a site's wrapper around its own launcher migh
 
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
 from servebench.cluster.base import Allocation, AllocationRequest, Backend
+
+
+class NodeDirOptions(BaseModel):
+    """What a cluster file's backend_options may say to this backend (strict: an unknown key is refused)."""
+
+    model_config = ConfigDict(extra="forbid")
+    launcher: str = "env"             # read by nothing yet: what a site's real options model looks like
 
 
 class NodeDirAllocation(Allocation):
@@ -24,6 +33,7 @@ class NodeDirAllocation(Allocation):
 
 class NodeDirBackend(Backend):
     name = "sitedir"
+    options = NodeDirOptions
 
     @property
     def shares_host(self) -> bool:
