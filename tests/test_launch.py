@@ -179,7 +179,7 @@ def test_preflight_requests_name_what_each_node_checks(catalog):
     assert head["gpus"] == 4 and head["interfaces"] == [""]                # detected on the node
     assert [e["what"] for e in head["endpoints"]] == ["etcd", "NATS"]
     assert head["versions"] == {"dynamo": "1.3.0"}
-    assert entrypoint(sp.proc("etcd")) is None and entrypoint(sp.proc("nats")) is None
+    assert entrypoint(sp.proc("etcd"), sp.frontend) is None and entrypoint(sp.proc("nats"), sp.frontend) is None
 
 
 def test_retarget_keeps_the_shape(catalog):

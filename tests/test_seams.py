@@ -55,7 +55,7 @@ profile:
 recipe:
   name: tiny-llama-site-vllm
   frontend:
-    type: vllm
+    type: sitevllm
 """
 
 
@@ -76,7 +76,8 @@ def site_recipes(root: Path, profile: str = SITE_PROFILE) -> Path:
     return root
 
 
-def test_the_site_package_registers_its_backend_and_generator(site, tmp_path):
+def test_the_site_package_registers_its_backend_generator_and_frontend(site, tmp_path):
+    assert {"sitevllm", "vllm", "dynamo"} <= set(entry_points.names(entry_points.FRONTENDS))
     assert {"sitedir", "slurm", "local"} <= set(entry_points.names(entry_points.BACKENDS))
     assert {"sitechat", "aiperf"} <= set(entry_points.names(entry_points.LOAD_GENERATORS))
     cat = Catalog.load(site_recipes(tmp_path / "recipes"))
@@ -86,6 +87,13 @@ def test_the_site_package_registers_its_backend_and_generator(site, tmp_path):
     req, alloc, sp = Assembly(prof, ResultsFolder.at(tmp_path / "results"), "RUN", dry=True).render()
     assert alloc.backend == "sitedir" and alloc.processes[0].command[:2] == ["env", "-C"]     # the site's launcher
     assert "SITE_NODE=site0" in alloc.processes[0].command
+    assert sp.kind == "sitevllm" and sp.processes[0].env["SITE_FRONTEND"] == "sitevllm"       # the site's frontend
+    from servebench.server import readiness
+    assert readiness.urls(sp)[-1] == f"{sp.api_url}/version"
+    answers = {u: (200, {"data": [{"id": sp.model_name}]}) for u in readiness.urls(sp)}
+    assert readiness.interpret(sp, answers) is None
+    answers[f"{sp.api_url}/version"] = (404, "")
+    assert readiness.interpret(sp, answers) == "/version answered 404"
 
 
 def test_without_the_package_its_names_are_one_line_each(tmp_path):

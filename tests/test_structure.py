@@ -240,3 +240,41 @@ def test_a_constant_has_one_owner():
 def test_the_constant_check_finds_a_second_owner():
     assert twice_defined({"a.py": {"SCHEMA_ID": "x", "N": 1}, "b.py": {"SCHEMA_ID": "x", "N": 2}}) == [
         "SCHEMA_ID = 'x' in a.py and b.py"]
+
+
+FRONTEND_NAMES = {"dynamo", "vllm", "vllm serve", "dynamo.vllm", "dynamo.frontend"}
+# The frontends themselves and the stand-alone tools may compare against a frontend's name; besides them, one reading
+# of result files older than schema 3 (which did not record their frontend) and the engine's own version line.
+# deploy's reported_versions reads the engine's start-up line: every frontend's engine is vLLM.
+FRONTEND_BRANCHES_ALLOWED = {"report/offload.py:frontend", "server/deploy.py:reported_versions"}
+
+
+def frontend_branches(rel: str, text: str) -> list[str]:
+    """Comparisons against a frontend's or its entrypoint's name (``== "dynamo"``, ``in ("vllm", ...)``)."""
+    found = []
+    tree = ast.parse(text)
+    owners = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                owners.setdefault(id(node), fn.name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            names = {c.value for s in sides for c in ast.walk(s) if isinstance(c, ast.Constant)}
+            if names & FRONTEND_NAMES and f"{rel}:{owners.get(id(node))}" not in FRONTEND_BRANCHES_ALLOWED:
+                found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_what_differs_between_frontends_is_the_frontends_own():
+    """No `dynamo`/`vllm` branch outside servebench/server/frontends: a frontend is one class a site can add."""
+    offenders = [line for path in sorted(PKG.rglob("*.py")) if "frontends" not in path.parts
+                 and layer(module_name(path)) != "tools"
+                 for line in frontend_branches(str(path.relative_to(PKG)), path.read_text())]
+    assert offenders == []
+
+
+def test_the_frontend_branch_check_finds_one():
+    assert frontend_branches("x.py", 'kind = "vllm" if r.frontend.type == "vllm" else "dynamo"\n') == [
+        "x.py:1: r.frontend.type == 'vllm'"]

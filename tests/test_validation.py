@@ -238,7 +238,7 @@ def test_a_bad_flag_value_is_reported_once_without_traceback(recipes):
     ("base.yaml", '  container-remap-root: ""', '  container-remap-root: ""\n  nodelist: n9', "srun_options.nodelist",
      "--nodelist is set by servebench on every step"),
     ("base.yaml", "  type: dynamo\n  enable_multiple_frontends", "  type: dynamoo\n  enable_multiple_frontends",
-     "frontend.type", "Input should be 'dynamo' or 'vllm'"),
+     "frontend.type", "no frontend 'dynamoo' is registered (known: dynamo, vllm"),
 ])
 def test_nothing_a_recipe_says_can_run_as_a_command(recipes, file, old, new, key, fragment):
     edit(recipes / G / file, old, new)

@@ -11,14 +11,20 @@ import re
 from typing import Iterator
 
 from servebench.catalog import parser_tables as flag_tables
+from servebench.core import entry_points
 from servebench.core.errors import Problem
 from servebench.recipe.flags import canonical
 from servebench.recipe.profile import ENGINE_FLAGS as FLAGS, Profile
 from servebench.recipe.topology import DERIVED_FLAGS
 
 
+def frontend(p: Profile):
+    """The recipe's frontend (servebench.server.frontends), asked through the registry for its facts."""
+    return entry_points.load(entry_points.FRONTENDS, p.recipe.frontend.type)()
+
+
 def components(p: Profile) -> tuple[str, ...]:
-    return ("vllm",) if p.recipe.frontend.type == "vllm" else ("vllm", "dynamo")
+    return frontend(p).components
 
 
 def table_for(p: Profile) -> tuple[flag_tables.FlagTable, str | None]:
@@ -27,16 +33,14 @@ def table_for(p: Profile) -> tuple[flag_tables.FlagTable, str | None]:
 
 
 def pins(p: Profile) -> dict[str, str]:
-    """The versions a recipe pins: identity.frameworks, and the Dynamo release its dynamo section names."""
-    out = dict(p.recipe.identity.frameworks)
-    written = (p.layers.recipe.get("dynamo") or {}) if isinstance(p.layers.recipe, dict) else {}
-    if "dynamo" not in out and isinstance(written, dict) and written.get("version"):
-        out["dynamo"] = str(written["version"])
-    return out
+    """The versions a recipe pins: identity.frameworks, and what the frontend's own install names (the Dynamo
+    release of the dynamo section)."""
+    written = p.layers.recipe if isinstance(p.layers.recipe, dict) else {}
+    return {**frontend(p).installs(written), **p.recipe.identity.frameworks}
 
 
 def worker_entrypoint(p: Profile) -> str:
-    return "vllm serve" if p.recipe.frontend.type == "vllm" else "dynamo.vllm"
+    return frontend(p).worker_entrypoint
 
 
 # The same option under the other entrypoint, for the fix text.
@@ -87,7 +91,7 @@ def entrypoint_flags(p: Profile) -> Iterator[Problem]:
 
 
 def _entrypoint_findings(p: Profile, table: flag_tables.FlagTable) -> Iterator[Problem]:
-    worker = worker_entrypoint(p)
+    worker, api = worker_entrypoint(p), frontend(p).api_entrypoint
     accepted = set(table.entrypoints[worker])
     for key, value in p.flags.raw.items():
         name = canonical(key)
@@ -98,24 +102,25 @@ def _entrypoint_findings(p: Profile, table: flag_tables.FlagTable) -> Iterator[P
             continue
         if f"--{name}" in accepted or (value is False and f"--no-{name}" in accepted):
             continue
-        other = "dynamo.vllm" if worker == "vllm serve" else "vllm serve"
         hint = ""
-        if f"--{name}" in set(table.entrypoints.get(other, [])):
+        other = next((e for e, flags in table.entrypoints.items() if e != worker and e != api
+                      and f"--{name}" in set(flags)), None)      # the other server's worker takes it
+        if other:
             alt = _COUNTERPARTS.get(name)
             hint = f"; it is a `{other}` flag" + (f": use {alt}" if alt else ": drop it")
         near = [f for f in accepted if f.startswith(f"--{name}")]
         if near and not hint:
             hint = f"; abbreviations are not allowed, did you mean {', '.join(sorted(near)[:3])}?"
         yield p.recipe_problem(
-            [*FLAGS, key], f"--{name} is not accepted by {ENTRYPOINT_NAMES[worker]} "
+            [*FLAGS, key], f"--{name} is not accepted by {frontend(p).titles[worker]} "
             f"(flag table {table.name}){hint}", "remove or rename the flag")
-    frontend = set(table.entrypoints.get("dynamo.frontend", []))
-    if worker == "dynamo.vllm" and frontend:
+    front = set(table.entrypoints.get(api, [])) if api else set()
+    if front:
         for key in (p.recipe.frontend.args or {}):
-            if f"--{canonical(key)}" not in frontend:
+            if f"--{canonical(key)}" not in front:
                 yield p.recipe_problem(
-                    ["frontend", "args", key], f"--{canonical(key)} is not accepted by the Dynamo "
-                    f"frontend (python -m dynamo.frontend; flag table {table.name})", "remove or rename it")
+                    ["frontend", "args", key], f"--{canonical(key)} is not accepted by "
+                    f"{frontend(p).titles[api]} (flag table {table.name})", "remove or rename it")
 
 
 def headless_entrypoint(p: Profile) -> Iterator[Problem]:
@@ -125,7 +130,7 @@ def headless_entrypoint(p: Profile) -> Iterator[Problem]:
 
     A TP follower (--headless) only works under the `vllm serve` CLI: the API server module ignores the flag, starts
     an engine of its own and dies ("collective_rpc should not be called on follower node"; seen on H200s)."""
-    if p.recipe.frontend.type != "vllm" or not any(r.mode == "headless" for r in p.topology.roles):
+    if not frontend(p).worker_is_vllm_serve or not any(r.mode == "headless" for r in p.topology.roles):
         return
     argv = p.cluster.runtime.vllm_serve
     if any("entrypoints.openai.api_server" in a for a in argv):
@@ -153,10 +158,6 @@ def object_flags(p: Profile) -> Iterator[Problem]:
                 "qualified name and the engine dies at start-up",
                 f"write the full path, e.g. vllm.v1.core.sched.async_scheduler.{value}"
                 if name == "scheduler-cls" else "write the full dotted path")
-
-
-ENTRYPOINT_NAMES = {"dynamo.vllm": "Dynamo's vLLM worker (python -m dynamo.vllm)",
-                    "vllm serve": "vLLM's OpenAI server (vllm serve)"}
 
 
 _SIZE = re.compile(r"-?\d+(\.\d+)?[kKmMgGtT]?|auto")
@@ -308,10 +309,11 @@ def flag_types(p: Profile) -> Iterator[Problem]:
                 "give a value of the type the flag takes" + (
                     f" ({', '.join(spec['choices'][:6])}{', ...' if len(spec['choices']) > 6 else ''})"
                     if spec.get("choices") else ""))
-    frontend = table.types.get("dynamo.frontend", {})
-    if worker_entrypoint(p) == "dynamo.vllm":
+    api = frontend(p).api_entrypoint
+    front = table.types.get(api, {}) if api else {}
+    if front:
         for key, value in (p.recipe.frontend.args or {}).items():
-            spec = frontend.get(f"--{canonical(key)}")
+            spec = front.get(f"--{canonical(key)}")
             why = spec and _value_problem(canonical(key), value, spec)
             if why:
                 yield p.recipe_problem(

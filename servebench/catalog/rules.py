@@ -13,7 +13,8 @@ from typing import Callable, Iterator
 
 from servebench.catalog import capacity as capacity_model
 from servebench.core.errors import Problem
-from servebench.catalog.flag_rules import entrypoint_flags, flag_types, headless_entrypoint, object_flags
+from servebench.catalog.flag_rules import (entrypoint_flags, flag_types, frontend, headless_entrypoint,
+                                          object_flags)
 from servebench.recipe.placeholders import SUITE_PLACEHOLDERS, placeholders, who_expands
 from servebench.catalog.load_rules import benchmark_env, dataset_load, load_generator, time_budget
 from servebench.catalog.offload_rules import connector_conflict, offload_dram_budget, offload_labels
@@ -97,10 +98,11 @@ def gpu_count(p: Profile) -> Iterator[Problem]:
             f"{res.agg_workers or 1} workers x {per_worker} GPUs != {res.total_nodes} nodes x "
             f"{res.gpus_per_node} GPUs = {allocated}: more GPUs than the job requests",
             "use fewer workers or GPUs per worker, or more nodes")
-    if (res.agg_workers or 1) > 1 and p.recipe.frontend.type == "vllm":
+    if (res.agg_workers or 1) > 1 and not frontend(p).many_workers:
         yield p.recipe_problem(
-            ["resources", "agg_workers"], f"{res.agg_workers} independent workers behind `vllm serve`: "
-            "nothing routes between them", "use frontend.type: dynamo (its router spreads the load)")
+            ["resources", "agg_workers"], f"{res.agg_workers} independent workers behind the "
+            f"{p.recipe.frontend.type} frontend: nothing routes between them",
+            "use frontend.type: dynamo (its router spreads the load)")
     if lay.gpus != per_worker:
         yield p.profile_problem(
             ["layout"], f"{lay} uses TP x DP x PP = {lay.gpus} GPUs, but a worker has {per_worker} "

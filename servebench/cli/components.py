@@ -39,7 +39,7 @@ class FlagsCommand(Command):
         for prof in profiles:
             _, _, sp = Assembly(prof, ResultsFolder.at("results"), "RUN", dry=True).render()
             for proc in sp.processes:
-                found = entrypoint(proc)
+                found = entrypoint(proc, sp.frontend)
                 if found:                                     # etcd, nats and setup steps have no parser
                     requests.append({"id": f"{prof.id} {proc.name}", "entrypoint": found[0], "args": found[1]})
         with tempfile.NamedTemporaryFile("w", suffix=".json") as fh:

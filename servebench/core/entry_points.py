@@ -1,4 +1,4 @@
-"""Seams a site extends without a fork: cluster backends and load generators are found by name through Python
+"""Seams a site extends without a fork: cluster backends, load generators and frontends are found by name through Python
 entry points (as submitit finds its executors), so a package that declares
 
 .. code-block:: toml
@@ -9,7 +9,8 @@ entry points (as submitit finds its executors), so a package that declares
     [project.entry-points."servebench.load_generators"]
     guidellm = "mysite.guidellm:GuideLLMGenerator"
 
-is used by a cluster file's ``backend: kubernetes`` or a profile's ``load.generator: guidellm``. servebench's own
+is used by a cluster file's ``backend: kubernetes`` or a profile's ``load.generator: guidellm`` (and a
+``servebench.frontends`` entry by a recipe's ``frontend.type``). servebench's own
 backends and generator are entry points too (pyproject.toml); they are also known here by name, so a copied tree
 that was never pip-installed still finds them.
 """
@@ -22,11 +23,14 @@ from importlib import metadata
 
 BACKENDS = "servebench.backends"
 LOAD_GENERATORS = "servebench.load_generators"
+FRONTENDS = "servebench.frontends"
 BUILTIN = {
     BACKENDS: {"slurm": "servebench.cluster.slurm:SlurmBackend", "local": "servebench.cluster.local:LocalBackend"},
     LOAD_GENERATORS: {"aiperf": "servebench.load.aiperf:AiperfGenerator"},
+    FRONTENDS: {"vllm": "servebench.server.frontends.vllm:VllmFrontend",
+                "dynamo": "servebench.server.frontends.dynamo:DynamoFrontend"},
 }
-WHAT = {BACKENDS: "cluster backend", LOAD_GENERATORS: "load generator"}
+WHAT = {BACKENDS: "cluster backend", LOAD_GENERATORS: "load generator", FRONTENDS: "frontend"}
 
 
 @lru_cache(maxsize=None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from servebench.server import frontends
 from servebench.results.model import PointResult
 
 
@@ -18,14 +19,15 @@ class Pair:
 
 
 def frontend(r: PointResult) -> str:
-    """What served the point (results before schema 3 did not say: Dynamo reports its version, vLLM alone not)."""
+    """What served the point (results before schema 3 did not say: Dynamo reports its version, vLLM alone not; a
+    reading of old files, not a frontend's behaviour)."""
     return r.identity.frontend or ("dynamo" if r.identity.versions.get("dynamo") else "vllm")
 
 
 def arm_key(r: PointResult) -> tuple:
     """Everything two arms must share to be an A/B of the offload alone."""
     i = r.identity
-    servers = tuple(sorted((k, v) for k, v in i.versions.items() if k in ("vllm", "dynamo")))
+    servers = tuple(sorted((k, v) for k, v in i.versions.items() if k in frontends.every_component()))
     load = i.load_fingerprint or i.dataset
     return (i.model, i.cluster, tuple(sorted(i.layout.model_dump().items())), frontend(r), servers, load)
 

@@ -8,7 +8,6 @@ compared with the recipe's ``identity.frameworks``.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -192,19 +191,11 @@ def wait_ready(dep: Deployment, timeout: float, interval: float) -> None:
 
 
 def reported_versions(dep: Deployment) -> dict[str, str]:
-    """Versions as the running processes report them: vLLM's ``/version`` (plain vLLM) or its engine start-up
-    line ("Initializing a V1 LLM engine (vX)"); the Dynamo frontend's OpenAPI document (``info.version``)."""
-    out: dict[str, str] = {}
+    """Versions as the running processes report them: what the frontend's API says (vLLM's ``/version``, the Dynamo
+    frontend's OpenAPI ``info.version``), and vLLM's engine start-up line ("Initializing a V1 LLM engine (vX)")
+    where the API did not say."""
     with httpx.Client(timeout=5) as client:
-        if dep.plan.kind == "vllm":
-            code, body = _json(client, f"{dep.plan.api_url}/version")
-            if code == 200 and isinstance(body, dict) and body.get("version"):
-                out["vllm"] = str(body["version"])
-        else:
-            code, body = _json(client, f"{dep.plan.api_url}/openapi.json")
-            info = body.get("info") if isinstance(body, dict) else None
-            if code == 200 and isinstance(info, dict) and info.get("version"):
-                out["dynamo"] = str(info["version"])
+        out = dict(dep.plan.frontend.reported_versions(dep.plan, lambda url: _json(client, url)))
     for proc in dep.processes.values():
         if "vllm" in out:
             break

@@ -31,7 +31,8 @@ from typing import Any
 from servebench.recipe.flags import canonical
 from servebench.recipe.profile import Profile
 from servebench.recipe.topology import LAUNCHER_FLAGS, NodeRole
-from servebench.server.environment import dynamo_env, fill_env, fill_flags, network_env, node_env
+from servebench.server import frontends
+from servebench.server.environment import fill_flags, network_env, node_env
 from servebench.server.placement import DETECT_INTERFACES, Placement
 from servebench.server.steps import ClientSpec, Container
 from servebench.server.ports import PortAllocator
@@ -77,7 +78,7 @@ class Engine:
 
 @dataclass(frozen=True)
 class ServerPlan:
-    kind: str                    # dynamo | vllm
+    kind: str                    # the frontend's name (servebench.server.frontends): vllm | dynamo | a site's
     model_name: str
     api_url: str                 # OpenAI-compatible base URL the load generator targets
     processes: tuple[ProcSpec, ...]
@@ -93,6 +94,11 @@ class ServerPlan:
 
     def proc(self, name: str) -> ProcSpec:
         return next(p for p in self.processes if p.name == name)
+
+    @property
+    def frontend(self):
+        """The frontend that serves it (servebench.server.frontends), by its name."""
+        return frontends.of(self.kind)
 
 
 def cli_args(flags: dict[str, Any]) -> list[str]:
@@ -146,27 +152,22 @@ def allocator(profile: Profile, where: Placement) -> PortAllocator:
 
 
 def plan(profile: Profile, where: Placement) -> ServerPlan:
-    """The processes, engines and health endpoints of ``profile`` placed on ``where``."""
+    """The processes, engines and health endpoints of ``profile`` placed on ``where``; the recipe's frontend
+    (servebench.server.frontends) says what differs between vLLM alone and Dynamo."""
     r, topo = profile.recipe, profile.topology
     if len(where.nodes) < topo.nodes:
         raise ValueError(f"{profile.id} needs {topo.nodes} nodes, placement has {len(where.nodes)}")
+    front = frontends.of(r.frontend.type)
     ports = allocator(profile, where)
-    name = profile.served_model_name
-    kind = "vllm" if r.frontend.type == "vllm" else "dynamo"
     head = where.head
     api = ports.take("frontend", head)
-    infra = []
-    if kind == "dynamo" and where.discovery == "etcd":
-        infra = [("etcd", head, ports.take("etcd", head)), ("etcd-peer", head, ports.take("etcd_peer", head)),
-                 ("nats", head, ports.take("nats", head))]
-    common_env = {**where.environment, **r.environment}
-    if kind == "dynamo":
-        common_env.update(dynamo_env(profile, where, *(next((p for w, _, p in infra if w == what), None)
-                                                        for what in ("etcd", "nats"))))
+    infra = front.infra(profile, where, ports)
+    infra_ports = {what: port for what, _, port in infra}
+    common_env = {**where.environment, **r.environment, **front.environment(profile, where, infra_ports)}
     base_env = {**common_env, **r.backend.aggregated_environment, **network_env(where)}
 
     engine_flags = {k: v for k, v in profile.flags.raw.items() if canonical(k) not in LAUNCHER_FLAGS}
-    procs: list[ProcSpec] = []            # servers; setup steps and infra go before them
+    procs: list[ProcSpec] = []            # servers; the frontend's own processes and infra go before them
     if r.backend.connector and r.backend.connector.lower() not in ("null", "none"):
         engine_flags = {**engine_flags, "kv-transfer-config": _connector_json(r.backend.connector)}
     engines: list[Engine] = []
@@ -174,27 +175,14 @@ def plan(profile: Profile, where: Placement) -> ServerPlan:
     container = Container(where.image, where.mounts)
     runner = (where.python, where.tools)
     for index, role in enumerate(topo.roles):
-        rank, headless, host = role.rank, role.mode == "headless", where.addresses[role.rank]
+        rank, host = role.rank, where.addresses[role.rank]
         env = node_env(profile, where, base_env, rank)
         flags = fill_flags(profile, where, rank, engine_flags)
-        if kind == "dynamo":
-            argv = [where.python, "-m", "dynamo.vllm", "--model", where.model, "--served-model-name", name]
-            metrics = ""
-            if not headless:
-                sysport = ports.take("system", host)
-                env["DYN_SYSTEM_PORT"] = str(sysport)
-                kv = _kv_events(profile, role, host, ports)
-                if kv:
-                    argv += ["--kv-events-config", kv]
-                health.append(f"http://{host}:{sysport}/health")
-                metrics = f"http://{host}:{sysport}/metrics"
-        else:
-            argv = [*where.vllm_serve, "--model", where.model, "--served-model-name", name]
-            if rank == 0:
-                argv += ["--host", "0.0.0.0" if topo.nodes > 1 else head, "--port", str(api)]
-                health.append(f"http://{head}:{api}/health")
-            metrics = f"http://{head}:{api}/metrics"
-        argv += topology_args(role, profile, where, ports) + cli_args(flags)
+        launch = front.worker(profile, where, role, host, api, ports)
+        env.update(launch.env)
+        if launch.health:
+            health.append(launch.health)
+        argv = [*launch.argv, *topology_args(role, profile, where, ports), *cli_args(flags)]
         if where.shares_host and where.gpu_cluster:   # one host standing in for the nodes: split its GPUs
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, role.host_devices(profile.cluster.gpus_per_node)))
         elif role.devices is not None:        # a worker on a slice of the node's GPUs (agg_workers > 1)
@@ -202,96 +190,32 @@ def plan(profile: Profile, where: Placement) -> ServerPlan:
         if topo.nodes > 1 and None in where.interfaces:
             argv = [*DETECT_INTERFACES, *argv]
         steps, needs = preamble(profile, where, env)
-        procs.append(ProcSpec(rank, f"worker{index}", "headless" if headless else "worker", tuple(argv), env,
-                              preamble=steps, container=container, needs=needs, runner=runner))
-        engines += [Engine(d, rank, metrics, str(d)) for d in role.dp_ranks]
-
-    if kind == "dynamo":
-        front_env = fill_env(profile, where, 0, {**common_env, **(r.frontend.env or {})}, ("environment", "frontend.env"))
-        argv = [where.python, "-m", "dynamo.frontend", "--http-host", "0.0.0.0" if topo.nodes > 1 else head,
-                "--http-port", str(api), *_frontend_args(r.frontend.args or {})]
-        steps, needs = preamble(profile, where, front_env)
-        procs.insert(0, ProcSpec(0, "frontend", "frontend", tuple(argv), front_env, preamble=steps,
-                                 container=container, needs=needs, runner=runner))
-        if infra:
-            procs[:0] = _infra(where, {what: port for what, _, port in infra})
-        expected = topo.registering
-    else:
-        expected = 1
-    return ServerPlan(kind, name, f"http://{head}:{api}", tuple(procs), tuple(engines), tuple(health), expected,
+        procs.append(ProcSpec(rank, f"worker{index}", "headless" if role.mode == "headless" else "worker",
+                              tuple(argv), env, preamble=steps, container=container, needs=needs, runner=runner))
+        engines += [Engine(d, rank, launch.metrics, str(d)) for d in role.dp_ranks]
+    procs[:0] = front.front(profile, where, api, common_env, infra_ports, lambda e: preamble(profile, where, e))
+    return ServerPlan(front.name, profile.served_model_name, f"http://{head}:{api}", tuple(procs), tuple(engines),
+                      tuple(health), front.expected_instances(profile),
                       tuple((w, h, p) for w, h, p in infra if w != "etcd-peer"), where.client)
 
 
 def preamble(profile: Profile, where: Placement, env: dict) -> tuple[tuple[dict, ...], frozenset[str]]:
     """The launch preamble a worker or frontend runs in its own step (srt-slurm's), and what the process needs of
-    it: the recipe's setup script (only where the model directory exists: it reads the model), then the Dynamo
-    install."""
+    it: the recipe's setup script (only where the model directory exists: it reads the model), then the
+    frontend's install steps (the pinned Dynamo)."""
     r, steps, needs = profile.recipe, [], set()
     if r.setup_script:
         script = f"{where.configs.rstrip('/')}/{r.setup_script}"
         steps.append({"name": "setup", "argv": ["bash", script], "unless_missing": where.model,
                       "env": {"SERVEBENCH_MODEL": where.model}})
         needs.add("setup")
-    if r.frontend.type != "vllm" and r.dynamo.install and where.dynamo_install:
-        steps.append({"name": "dynamo", "argv": [where.python, "-m", "pip", "install", "--no-input",
-                                                 *dynamo_requirements(profile)]})
-        needs.add("dynamo")
+    for step in frontends.of(r.frontend.type).install(profile, where):
+        steps.append(step)
+        needs.add(step["name"])
     return tuple(steps), frozenset(needs)
-
-
-def dynamo_requirements(profile: Profile) -> list[str]:
-    """What pip installs for the recipe's dynamo section (srt-slurm's sources: version, hash, wheel, top of tree)."""
-    d = profile.recipe.dynamo
-    if d.wheel:
-        return [d.wheel]
-    if d.hash or d.top_of_tree:
-        return [f"ai-dynamo @ git+https://github.com/ai-dynamo/dynamo.git@{d.hash or 'main'}"]
-    return [f"ai-dynamo=={d.version}", f"ai-dynamo-runtime=={d.version}"]
-
-
-def _frontend_args(args: dict[str, Any]) -> list[str]:
-    out: list[str] = []
-    for key, value in args.items():
-        if value is True:
-            out.append(f"--{key}")
-        elif value is not False and value is not None:
-            out += [f"--{key}", str(value)]
-    return out
 
 
 def _connector_json(connector: str) -> dict | str:
     presets = {"nixl": {"kv_connector": "NixlConnector", "kv_role": "kv_both"},
                "lmcache": {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}}
     return presets.get(connector.lower(), connector)
-
-
-def _kv_events(profile: Profile, role: NodeRole, host: str, ports: PortAllocator) -> str | None:
-    """KV events for the KV router: vLLM's publisher binds a wildcard endpoint (never a host address), on the
-    endpoint's port + the engine's global DP index, so each process gets a block of ports, one per DP rank."""
-    cfg = profile.recipe.backend.kv_events_config
-    args = profile.recipe.frontend.args or {}
-    if cfg is None and not (args.get("router-mode") == "kv" and args.get("router-kv-events", True)):
-        return None
-    if cfg is False:
-        return None
-    payload = {"enable_kv_cache_events": True, "publisher": "zmq"}
-    if isinstance(cfg, dict):
-        payload.update(cfg)
-    block = ports.take("kv_events", host, count=max(1, len(role.dp_ranks)))
-    payload["endpoint"] = f"tcp://*:{block - min(role.dp_ranks, default=0)}"
-    return json.dumps(payload, separators=(",", ":"))
-
-
-def _infra(where: Placement, port: dict[str, int]) -> list[ProcSpec]:
-    head = where.head
-    folder = where.folder                   # infra state is fresh per allocation: no member of an earlier run
-    etcd = [*where.etcd, "--name", "servebench", "--data-dir", str(folder.etcd_data(where.job_id)),
-            "--listen-client-urls", f"http://0.0.0.0:{port['etcd']}",
-            "--advertise-client-urls", f"http://{head}:{port['etcd']}",
-            "--listen-peer-urls", f"http://0.0.0.0:{port['etcd-peer']}",
-            "--initial-advertise-peer-urls", f"http://{head}:{port['etcd-peer']}",
-            "--initial-cluster", f"servebench=http://{head}:{port['etcd-peer']}"]
-    nats = [*where.nats_server, "-js", "-p", str(port["nats"]), "-sd", str(folder.nats_data(where.job_id))]
-    infra = Container(where.infra_image or where.image, where.mounts)      # srun gives every container step the mounts
-    return [ProcSpec(0, "etcd", "infra", tuple(etcd), {}, where.infra_image, container=infra),
-            ProcSpec(0, "nats", "infra", tuple(nats), {}, where.infra_image, container=infra)]

@@ -24,7 +24,8 @@ from servebench.core.errors import ConfigError, Problem
 from servebench.core.poll import Done, PollTimeout, poll
 from servebench.core.results_folder import ProfileFolder, ResultsFolder
 from servebench.recipe.profile import Profile
-from servebench.catalog.flag_rules import OBJECT_FLAGS, components
+from servebench.catalog.flag_rules import OBJECT_FLAGS
+from servebench.server import frontends
 from servebench.server.containers import preamble_said
 from servebench.tools import PREFLIGHT, in_folder, preamble_command
 from servebench.server.placement import DETECT_INTERFACES, Placement
@@ -32,7 +33,6 @@ from servebench.server.plan import ProcSpec, ServerPlan
 from servebench.recipe.schema.cluster import ClusterSpec
 
 log = logging.getLogger(__name__)
-ENTRY_MODULES = {"dynamo.vllm": "dynamo.vllm", "dynamo.frontend": "dynamo.frontend", "vllm serve": "vllm"}
 
 
 @dataclass(frozen=True)
@@ -74,15 +74,16 @@ class Report:
         return out + [f"  note: {n}" for n in dict.fromkeys(self.notes)]
 
 
-def entrypoint(proc: ProcSpec) -> tuple[str, list[str]] | None:
-    """(entrypoint, its arguments) of a server process, or None (etcd, NATS, setup steps)."""
+def entrypoint(proc: ProcSpec, front: frontends.Frontend) -> tuple[str, list[str]] | None:
+    """(entrypoint, its arguments) of a server process of ``front``'s plan, or None (etcd, NATS, setup steps): a
+    ``python -m <entrypoint>`` the frontend runs, else its worker entrypoint's arguments from ``--model`` on."""
     argv = list(proc.argv)
     if tuple(argv[:len(DETECT_INTERFACES)]) == DETECT_INTERFACES:
         argv = argv[len(DETECT_INTERFACES):]
-    if "-m" in argv[:3] and argv[argv.index("-m") + 1] in ("dynamo.vllm", "dynamo.frontend"):
+    if "-m" in argv[:3] and argv[argv.index("-m") + 1] in front.entrypoints:
         return argv[argv.index("-m") + 1], argv[argv.index("-m") + 2:]
     if "--model" in argv and proc.role in ("worker", "headless"):
-        return "vllm serve", argv[argv.index("--model"):]
+        return front.worker_entrypoint, argv[argv.index("--model"):]
     return None
 
 
@@ -134,15 +135,18 @@ def requests(profile: Profile, sp: ServerPlan, where: Placement) -> dict[int, di
                  for what, host, port in sp.infra]
     interfaces = sorted({i or "" for i in where.interfaces}) if topo.nodes > 1 else []
     gpus = min(profile.cluster.gpus_per_node, topo.gpus) if profile.cluster.kind == "gpu" else 0
+    front = sp.frontend
+    every_component = frontends.every_component()     # a pin of another frontend's component is not checked here
     out = {}
     for rank in range(topo.nodes):
-        mine = [p for p in sp.processes if p.rank == rank and entrypoint(p)]
-        parse = [{"id": p.name, "entrypoint": entrypoint(p)[0], "args": entrypoint(p)[1]} for p in mine]
+        mine = [p for p in sp.processes if p.rank == rank and entrypoint(p, front)]
+        parse = [{"id": p.name, "entrypoint": entrypoint(p, front)[0], "args": entrypoint(p, front)[1]}
+                 for p in mine]
         out[rank] = {"node": where.nodes[rank], "rank": rank, "paths": paths, "gpus": gpus,
-                     "imports": sorted({ENTRY_MODULES[e["entrypoint"]] for e in parse}), "parse": parse,
+                     "imports": sorted({front.entrypoints[e["entrypoint"]] for e in parse}), "parse": parse,
                      "objects": objects, "interfaces": interfaces, "endpoints": endpoints,
                      "versions": {k: v for k, v in profile.recipe.identity.frameworks.items()
-                                  if k in components(profile) or k not in ("vllm", "dynamo")}}
+                                  if k in front.components or k not in every_component}}
     return out
 
 

@@ -1,4 +1,5 @@
-"""Is a deployment serving? Pure interpretation of the answers of its health endpoints (no I/O here).
+"""Is a deployment serving? Pure interpretation of the answers of its health endpoints (no I/O here); what counts
+is the frontend's (servebench.server.frontends):
 
 * **Dynamo**: every registering worker's system server says ``"status": "ready"``, the frontend's ``/health``
   lists the expected number of ``generate`` instances (it answers "healthy" with zero workers), and
@@ -18,8 +19,7 @@ Answer = tuple[int, object]
 
 
 def urls(plan: ServerPlan) -> list[str]:
-    extra = [f"{plan.api_url}/health"] if plan.kind == "dynamo" else []
-    return [*plan.health_urls, *extra, f"{plan.api_url}/v1/models"]
+    return plan.frontend.readiness_urls(plan)
 
 
 def generate_instances(body: object) -> int:
@@ -34,22 +34,16 @@ def listed_models(body: object) -> list[str]:
     return []
 
 
-def interpret(plan: ServerPlan, answers: dict[str, Answer]) -> str | None:
-    missing = [u for u in urls(plan) if u not in answers]
-    if missing:
-        return f"no answer from {missing[0]} yet"
-    for url in plan.health_urls:
-        code, body = answers[url]
-        if plan.kind == "dynamo":
-            if not (code == 200 and isinstance(body, dict) and body.get("status") == "ready"):
-                return f"worker {url} not ready ({code} {str(body)[:120]})"
-        elif code != 200:
-            return f"{url} answered {code} {str(body)[:120]}"
-    if plan.kind == "dynamo":
-        listed = generate_instances(answers[f"{plan.api_url}/health"][1])
-        if listed < plan.expected_instances:
-            return f"frontend lists {listed} of {plan.expected_instances} generate instance(s)"
+def models_listed(plan: ServerPlan, answers: dict[str, Answer]) -> str | None:
+    """None when ``/v1/models`` lists the plan's served name, else what it says instead."""
     code, body = answers[f"{plan.api_url}/v1/models"]
     if plan.model_name not in listed_models(body):
         return f"/v1/models does not list {plan.model_name!r} yet ({code} {str(body)[:120]})"
     return None
+
+
+def interpret(plan: ServerPlan, answers: dict[str, Answer]) -> str | None:
+    missing = [u for u in urls(plan) if u not in answers]
+    if missing:
+        return f"no answer from {missing[0]} yet"
+    return plan.frontend.interpret(plan, answers)

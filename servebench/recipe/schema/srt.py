@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
 Env = dict[str, str]
 
@@ -126,7 +126,7 @@ class DynamoSection(_Strict):
 
 
 class FrontendSection(_Strict):
-    type: Literal["dynamo", "vllm"] = "dynamo"     # what servebench runs (srt-slurm's sglang frontend is not)
+    type: str = "dynamo"     # a registered frontend (servebench.frontends: dynamo, vllm, a site's; not sglang)
     enable_multiple_frontends: StrictBool = True
     num_additional_frontends: StrictInt = 9
     nginx_container: str = "nginx:1.27.4"
@@ -141,6 +141,16 @@ class FrontendSection(_Strict):
     server_config_extra: dict[str, Any] | None = None
     orchestrator_placement: str = "head"
     dedicated_node: StrictBool = False
+
+    @field_validator("type")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        from servebench.core import entry_points
+        known = entry_points.names(entry_points.FRONTENDS)
+        if value not in known:
+            raise ValueError(f"no frontend {value!r} is registered (known: {', '.join(known)}; a site adds one with "
+                             f"an entry point in the {entry_points.FRONTENDS!r} group)")
+        return value
 
 
 class VllmConfigSection(_Strict):

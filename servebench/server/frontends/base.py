@@ -1,0 +1,76 @@
+"""The interface a frontend implements (servebench.server.frontends). Planning and readiness are pure: they take the
+profile, its :class:`~servebench.server.placement.Placement` and the plan's port allocator, and return data; only
+:meth:`Frontend.reported_versions` asks the running server."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class WorkerLaunch:
+    """What a frontend adds to one worker process: its argv head (entrypoint, model, name, the frontend's own
+    per-node arguments), environment, and the health and metrics URLs it answers on (None: none of its own)."""
+
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    health: str | None
+    metrics: str
+
+
+class Frontend(ABC):
+    """One frontend: its facts (what the catalog's flag rules and preflight read) and its share of a plan."""
+
+    name: ClassVar[str]
+    worker_entrypoint: ClassVar[str]            # the flag table's entrypoint that receives the engine flags
+    entrypoints: ClassVar[dict[str, str]]       # every entrypoint its processes run -> the module preflight imports
+    components: ClassVar[tuple[str, ...]]       # the frameworks its running processes report (identity.frameworks)
+    titles: ClassVar[dict[str, str]]            # entrypoint -> how an error names it
+    api_entrypoint: ClassVar[str | None] = None  # its own API process, which takes frontend.args (None: the worker's)
+    many_workers: ClassVar[bool] = True         # can it route over agg_workers > 1 independent workers
+    worker_is_vllm_serve: ClassVar[bool] = False  # its worker is the cluster's runtime.vllm_serve argv
+
+    def installs(self, recipe: dict) -> dict[str, str]:
+        """Versions the recipe's own install section pins for this frontend, as written (none by default)."""
+        return {}
+
+    # -- planning (pure) --
+    def infra(self, profile, where, ports) -> list[tuple[str, str, int]]:
+        """(what, host, port) of the services the plan starts for it (etcd, NATS); none by default."""
+        return []
+
+    def environment(self, profile, where, infra: dict[str, int]) -> dict[str, str]:
+        """What every process of the deployment gets in its environment from the frontend."""
+        return {}
+
+    @abstractmethod
+    def worker(self, profile, where, role, host: str, api: int, ports) -> WorkerLaunch:
+        """The frontend's part of the worker process on ``role``'s node (``api``: the deployment's API port)."""
+
+    def front(self, profile, where, api: int, common_env: dict, infra: dict[str, int], preamble) -> list:
+        """Processes that run before the workers (ProcSpecs): its own API process, infra; none by default.
+        ``preamble(env)`` gives a process's launch preamble (steps, needs)."""
+        return []
+
+    def install(self, profile, where) -> list[dict[str, Any]]:
+        """Preamble steps that install the frontend into a process's environment (none by default)."""
+        return []
+
+    def expected_instances(self, profile) -> int:
+        """How many serving instances readiness waits for."""
+        return 1
+
+    # -- readiness (pure) --
+    def readiness_urls(self, plan) -> list[str]:
+        return [*plan.health_urls, f"{plan.api_url}/v1/models"]
+
+    @abstractmethod
+    def interpret(self, plan, answers: dict[str, tuple[int, object]]) -> str | None:
+        """None when the deployment serves, else what it still waits for (``answers``: url -> (code, body))."""
+
+    # -- the running server (I/O) --
+    @abstractmethod
+    def reported_versions(self, plan, get) -> dict[str, str]:
+        """Versions the running processes report; ``get(url)`` returns (status code, parsed body)."""

@@ -1,0 +1,144 @@
+"""``frontend.type: dynamo``: ``dynamo.frontend`` (with the recipe's router args) on the head node in front of one
+``dynamo.vllm`` worker per node, plus etcd + NATS there when the cluster's discovery is ``etcd``; the pinned Dynamo
+pip-installed in each process's preamble (``dynamo.install``). Ready when every registering worker's system server
+says ``ready``, the frontend's ``/health`` lists that many ``generate`` instances (it answers "healthy" with none)
+and ``/v1/models`` lists the model; its OpenAPI document's ``info.version`` says the release."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from servebench.server.environment import dynamo_env, fill_env
+from servebench.server.frontends.base import Frontend, WorkerLaunch
+from servebench.server.plan import ProcSpec
+from servebench.server.readiness import generate_instances, models_listed
+from servebench.server.steps import Container
+
+
+class DynamoFrontend(Frontend):
+    name = "dynamo"
+    worker_entrypoint = "dynamo.vllm"
+    entrypoints = {"dynamo.vllm": "dynamo.vllm", "dynamo.frontend": "dynamo.frontend"}
+    components = ("vllm", "dynamo")
+    titles = {"dynamo.vllm": "Dynamo's vLLM worker (python -m dynamo.vllm)",
+              "dynamo.frontend": "the Dynamo frontend (python -m dynamo.frontend)"}
+    api_entrypoint = "dynamo.frontend"
+
+    def installs(self, recipe: dict) -> dict[str, str]:
+        written = recipe.get("dynamo") or {}
+        return {"dynamo": str(written["version"])} if isinstance(written, dict) and written.get("version") else {}
+
+    def infra(self, profile, where, ports) -> list[tuple[str, str, int]]:
+        if where.discovery != "etcd":
+            return []
+        head = where.head
+        return [("etcd", head, ports.take("etcd", head)), ("etcd-peer", head, ports.take("etcd_peer", head)),
+                ("nats", head, ports.take("nats", head))]
+
+    def environment(self, profile, where, infra) -> dict[str, str]:
+        return dynamo_env(profile, where, infra.get("etcd"), infra.get("nats"))
+
+    def worker(self, profile, where, role, host, api, ports) -> WorkerLaunch:
+        argv = [where.python, "-m", "dynamo.vllm", "--model", where.model, "--served-model-name",
+                profile.served_model_name]
+        if role.mode == "headless":
+            return WorkerLaunch(tuple(argv), {}, None, "")
+        sysport = ports.take("system", host)
+        kv = _kv_events(profile, role, host, ports)
+        if kv:
+            argv += ["--kv-events-config", kv]
+        return WorkerLaunch(tuple(argv), {"DYN_SYSTEM_PORT": str(sysport)}, f"http://{host}:{sysport}/health",
+                            f"http://{host}:{sysport}/metrics")
+
+    def front(self, profile, where, api, common_env, infra, preamble) -> list[ProcSpec]:
+        r, head = profile.recipe, where.head
+        env = fill_env(profile, where, 0, {**common_env, **(r.frontend.env or {})}, ("environment", "frontend.env"))
+        argv = [where.python, "-m", "dynamo.frontend", "--http-host",
+                "0.0.0.0" if profile.topology.nodes > 1 else head, "--http-port", str(api),
+                *_frontend_args(r.frontend.args or {})]
+        steps, needs = preamble(env)
+        front = ProcSpec(0, "frontend", "frontend", tuple(argv), env, preamble=steps,
+                         container=Container(where.image, where.mounts), needs=needs, runner=(where.python, where.tools))
+        return [*(_infra(where, infra) if infra else []), front]
+
+    def install(self, profile, where) -> list[dict[str, Any]]:
+        if not (profile.recipe.dynamo.install and where.dynamo_install):
+            return []
+        return [{"name": "dynamo", "argv": [where.python, "-m", "pip", "install", "--no-input",
+                                            *dynamo_requirements(profile)]}]
+
+    def expected_instances(self, profile) -> int:
+        return profile.topology.registering
+
+    def readiness_urls(self, plan) -> list[str]:
+        return [*plan.health_urls, f"{plan.api_url}/health", f"{plan.api_url}/v1/models"]
+
+    def interpret(self, plan, answers) -> str | None:
+        for url in plan.health_urls:
+            code, body = answers[url]
+            if not (code == 200 and isinstance(body, dict) and body.get("status") == "ready"):
+                return f"worker {url} not ready ({code} {str(body)[:120]})"
+        listed = generate_instances(answers[f"{plan.api_url}/health"][1])
+        if listed < plan.expected_instances:
+            return f"frontend lists {listed} of {plan.expected_instances} generate instance(s)"
+        return models_listed(plan, answers)
+
+    def reported_versions(self, plan, get) -> dict[str, str]:
+        code, body = get(f"{plan.api_url}/openapi.json")
+        info = body.get("info") if isinstance(body, dict) else None
+        if code == 200 and isinstance(info, dict) and info.get("version"):
+            return {"dynamo": str(info["version"])}
+        return {}
+
+
+def dynamo_requirements(profile) -> list[str]:
+    """What pip installs for the recipe's dynamo section (srt-slurm's sources: version, hash, wheel, top of tree)."""
+    d = profile.recipe.dynamo
+    if d.wheel:
+        return [d.wheel]
+    if d.hash or d.top_of_tree:
+        return [f"ai-dynamo @ git+https://github.com/ai-dynamo/dynamo.git@{d.hash or 'main'}"]
+    return [f"ai-dynamo=={d.version}", f"ai-dynamo-runtime=={d.version}"]
+
+
+def _frontend_args(args: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for key, value in args.items():
+        if value is True:
+            out.append(f"--{key}")
+        elif value is not False and value is not None:
+            out += [f"--{key}", str(value)]
+    return out
+
+
+def _kv_events(profile, role, host: str, ports) -> str | None:
+    """KV events for the KV router: vLLM's publisher binds a wildcard endpoint (never a host address), on the
+    endpoint's port + the engine's global DP index, so each process gets a block of ports, one per DP rank."""
+    cfg = profile.recipe.backend.kv_events_config
+    args = profile.recipe.frontend.args or {}
+    if cfg is None and not (args.get("router-mode") == "kv" and args.get("router-kv-events", True)):
+        return None
+    if cfg is False:
+        return None
+    payload = {"enable_kv_cache_events": True, "publisher": "zmq"}
+    if isinstance(cfg, dict):
+        payload.update(cfg)
+    block = ports.take("kv_events", host, count=max(1, len(role.dp_ranks)))
+    payload["endpoint"] = f"tcp://*:{block - min(role.dp_ranks, default=0)}"
+    return json.dumps(payload, separators=(",", ":"))
+
+
+def _infra(where, port: dict[str, int]) -> list[ProcSpec]:
+    head = where.head
+    folder = where.folder                   # infra state is fresh per allocation: no member of an earlier run
+    etcd = [*where.etcd, "--name", "servebench", "--data-dir", str(folder.etcd_data(where.job_id)),
+            "--listen-client-urls", f"http://0.0.0.0:{port['etcd']}",
+            "--advertise-client-urls", f"http://{head}:{port['etcd']}",
+            "--listen-peer-urls", f"http://0.0.0.0:{port['etcd-peer']}",
+            "--initial-advertise-peer-urls", f"http://{head}:{port['etcd-peer']}",
+            "--initial-cluster", f"servebench=http://{head}:{port['etcd-peer']}"]
+    nats = [*where.nats_server, "-js", "-p", str(port["nats"]), "-sd", str(folder.nats_data(where.job_id))]
+    infra = Container(where.infra_image or where.image, where.mounts)      # srun gives every container step the mounts
+    return [ProcSpec(0, "etcd", "infra", tuple(etcd), {}, where.infra_image, container=infra),
+            ProcSpec(0, "nats", "infra", tuple(nats), {}, where.infra_image, container=infra)]
