@@ -278,3 +278,14 @@ def test_what_differs_between_frontends_is_the_frontends_own():
 def test_the_frontend_branch_check_finds_one():
     assert frontend_branches("x.py", 'kind = "vllm" if r.frontend.type == "vllm" else "dynamo"\n') == [
         "x.py:1: r.frontend.type == 'vllm'"]
+
+
+def test_a_pytest_start_does_not_import_scipy_stats():
+    """scipy.stats costs ~1.7 s of every pytest start when the plugin's fixtures import it; it is imported where a
+    point is analysed (servebench.load.steady, servebench.history.noise)."""
+    import subprocess
+    import sys
+    code = "import sys, servebench.plugin, servebench.plugin.fixtures; print('scipy.stats' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=PKG.parent)
+    assert done.stdout.strip() == "False"

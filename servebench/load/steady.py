@@ -28,7 +28,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
 
 BATCH = 5                  # MSER-5: batch means of 5 slices
 ALPHA = 0.05
@@ -78,6 +77,7 @@ def cvm_cdf(x: float, tolerance: float = 1e-9) -> float:
     until a term is negligible (accurate below x ~ 4, where the CDF is already within 1e-6 of 1)."""
     if x <= 0:
         return 0.0
+    from scipy import special          # imported when a point is analysed, not at every pytest start (~1.7 s)
     total, k = 0.0, 0
     while True:
         y = (4 * k + 1) ** 2 / (16 * x)
@@ -138,6 +138,7 @@ def analyse(series: list[float] | np.ndarray, slice_s: float, alpha: float = ALP
     mean = float(rest.mean()) if k else None
     half = rel = drift = lag1 = None
     if k >= 2 and mean:
+        from scipy import stats
         half = float(stats.t.ppf(0.975, k - 1) * rest.std(ddof=1) / math.sqrt(k))
         rel = half / abs(mean)
         minutes = np.arange(k) * b * slice_s / 60
@@ -159,6 +160,7 @@ def quantile_upper(values: list[float], p: float = 0.99, confidence: float = 0.9
     n = len(xs)
     if n < needed(p, confidence):
         return None
+    from scipy import stats
     k = int(stats.binom.ppf(confidence, n, p)) + 1          # smallest k with P(Binom(n, p) <= k - 1) >= c
     while k > 1 and stats.binom.cdf(k - 2, n, p) >= confidence:
         k -= 1
