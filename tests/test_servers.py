@@ -287,3 +287,17 @@ def test_a_port_taken_by_one_kind_is_never_given_to_another():
         conn.close()
         client_sock.close()
     assert port_free(base + 3)
+
+
+@pytest.mark.parametrize("flag, hint", [
+    ("dyn-tool-call-parser: kimi_k2", "; it is a `dynamo.vllm` flag: drop it"),   # another frontend's worker takes it
+    ("router-mode: kv", None),                 # only the Dynamo frontend's own process takes it: not a worker flag
+])
+def test_a_flag_of_another_frontends_worker_is_named_on_vllm_serve(recipes, flag, hint):
+    from servebench.core.errors import ConfigError
+    edit(recipes / "local/vllm.yaml", "  frontend:\n    type: vllm\n",
+         f"  frontend:\n    type: vllm\n  backend:\n    vllm_config:\n      aggregated:\n        {flag}\n")
+    with pytest.raises(ConfigError) as err:
+        Catalog.load(recipes)
+    line = next(ln for ln in str(err.value).splitlines() if "is not accepted by vLLM's OpenAI server" in ln)
+    assert (hint in line) if hint else "; it is a `" not in line, line

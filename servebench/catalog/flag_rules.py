@@ -78,10 +78,8 @@ def entrypoint_flags(p: Profile) -> Iterator[Problem]:
     """Catches a flag the receiving entrypoint's real parser does not accept (pinned table; see Servers),
     abbreviations, layout-derived flags.
 
-    Every flag must be one the receiving entrypoint's real parser accepts (pinned table,
-    servebench/tools/flag_table.py). Against a table of another major release than the recipe pins, a flag the
-    table does not know is a note (``unknown_flags``), not an error: that parser cannot say the pinned release
-    lacks it."""
+    Against a table of another major release than the recipe pins, a flag the table does not know is a note
+    (``unknown_flags``), not an error: that parser cannot say the pinned release lacks it."""
     table, _ = table_for(p)
     lenient = another_major(p, table) is not None
     for pr in _entrypoint_findings(p, table):
@@ -93,6 +91,8 @@ def entrypoint_flags(p: Profile) -> Iterator[Problem]:
 def _entrypoint_findings(p: Profile, table: flag_tables.FlagTable) -> Iterator[Problem]:
     worker, api = worker_entrypoint(p), frontend(p).api_entrypoint
     accepted = set(table.entrypoints[worker])
+    other_workers = sorted({entry_points.load(entry_points.FRONTENDS, n).worker_entrypoint      # another frontend's
+                            for n in entry_points.names(entry_points.FRONTENDS)} - {worker})   # worker takes it
     for key, value in p.flags.raw.items():
         name = canonical(key)
         if name in DERIVED_FLAGS:
@@ -103,8 +103,7 @@ def _entrypoint_findings(p: Profile, table: flag_tables.FlagTable) -> Iterator[P
         if f"--{name}" in accepted or (value is False and f"--no-{name}" in accepted):
             continue
         hint = ""
-        other = next((e for e, flags in table.entrypoints.items() if e != worker and e != api
-                      and f"--{name}" in set(flags)), None)      # the other server's worker takes it
+        other = next((e for e in other_workers if f"--{name}" in set(table.entrypoints.get(e, []))), None)
         if other:
             alt = _COUNTERPARTS.get(name)
             hint = f"; it is a `{other}` flag" + (f": use {alt}" if alt else ": drop it")
@@ -128,8 +127,7 @@ def headless_entrypoint(p: Profile) -> Iterator[Problem]:
     vllm.entrypoints.openai.api_server`, which ignores `--headless` (seen on H200s: the follower starts its own
     engine and dies).
 
-    A TP follower (--headless) only works under the `vllm serve` CLI: the API server module ignores the flag, starts
-    an engine of its own and dies ("collective_rpc should not be called on follower node"; seen on H200s)."""
+    vLLM's own words for it: "collective_rpc should not be called on follower node"."""
     if not frontend(p).worker_is_vllm_serve or not any(r.mode == "headless" for r in p.topology.roles):
         return
     argv = p.cluster.runtime.vllm_serve
@@ -146,10 +144,7 @@ OBJECT_FLAGS = ("scheduler-cls", "worker-cls", "worker-extension-cls")
 def object_flags(p: Profile) -> Iterator[Problem]:
     """Catches `scheduler-cls`, `worker-cls`, `worker-extension-cls` given as a bare class name (vLLM resolves them by
     qualified name: the seed's `AsyncScheduler` parsed, then killed the engine); preflight also imports them on
-    the nodes.
-
-    vLLM resolves these by qualified name at engine start: a bare class name parses, then the engine dies (preflight
-    also imports them on the nodes, in the image)."""
+    the nodes."""
     for name in OBJECT_FLAGS:
         value = p.flags.value(name)
         if isinstance(value, str) and value not in ("", "auto") and "." not in value:
@@ -289,10 +284,7 @@ def flag_types(p: Profile) -> Iterator[Problem]:
     {cudagraph_capture_size: [8]}`). The 1.4.0/0.26.0 table of the H200 clusters has vLLM 0.26.0's own bounds,
     written on the lent H200 (42 numeric arguments, 7 config classes). The table that judges is the one for the
     recipe's pinned versions (`identity.frameworks`); where none is checked in, `servebench matrix`/`recipe` say
-    which versions judged instead.
-
-    Each value must convert the way the receiving entrypoint's real parser converts it (type, choices, number of
-    values); a list is only written out for a flag that takes several values."""
+    which versions judged instead."""
     table, _ = table_for(p)
     types = table.types.get(worker_entrypoint(p), {})
     if not types:

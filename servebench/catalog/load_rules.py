@@ -26,10 +26,7 @@ BENCHMARK_ENV = {
 
 def dataset_load(p: Profile) -> Iterator[Problem]:
     """Catches a named corpus replayed without a per-point cache-bust marker (later points would ride on the prefix
-    cache earlier ones built), or a concurrency above the trajectories AIPerf reads (see AIPerf options).
-
-    A named corpus (dataset mode): every point of a profile replays it against the same server, so each needs a
-    cache-bust marker of its own, and enough distinct trajectories for its largest concurrency."""
+    cache earlier ones built), or a concurrency above the trajectories AIPerf reads (see AIPerf options)."""
     load = p.spec.load
     if load.dataset == "generated" or not p.spec.concurrency:
         return
@@ -51,8 +48,7 @@ def benchmark_env(p: Profile) -> Iterator[Problem]:
     """Catches a seed-harness setting in the recipe's `benchmark.env` that differs from the profile key servebench uses
     instead.
 
-    A recipe written for the seed harness carries its AIPerf settings in benchmark.env; they must agree with the
-    profile keys servebench uses instead, or the run would silently use servebench's values."""
+    Otherwise the run would silently use servebench's values, not the ones the recipe's harness section says."""
     env = p.recipe.benchmark.env or {}
     for key, ((section, field), kind) in BENCHMARK_ENV.items():
         if key not in env or env[key] is None:
@@ -75,9 +71,7 @@ def load_generator(p: Profile) -> Iterator[Problem]:
     """Catches a `profile.load.generator` that no installed package registers, or a `profile.load` key the generator
     does not apply (a setting the run would silently not have).
 
-    The profile's load generator is registered, and applies every load key the profile sets (a key it ignores would
-    be a setting the run silently does not have). The generator is asked through the registry
-    (servebench.core.entry_points), as the run will find it."""
+    The generator is asked through the registry (servebench.core.entry_points), as the run will find it."""
     load = p.spec.load
     try:
         generator = entry_points.load(entry_points.LOAD_GENERATORS, load.generator)
@@ -114,9 +108,7 @@ def time_budget(p: Profile) -> Iterator[Problem]:
     """Catches a profile whose model load and points' worst case outlast the job's time limit (with
     `profile.allocations: fit`, each allocation its points are split into).
 
-    The job must outlast what one allocation holds: the model load and every point's worst case
-    (servebench.catalog.budget); with profile.allocations: fit, each of the allocations its points are split
-    into."""
+    The worst case of a point is servebench.catalog.budget's."""
     try:
         b = budget(p)
     except ValueError as err:

@@ -47,7 +47,7 @@ def offload_labels(p: Profile) -> Iterator[Problem]:
 def offload_dram_budget(p: Profile) -> Iterator[Problem]:
     """Catches offload pool per rank × ranks per node > node DRAM × dram-utilization.
 
-    The CPU pools of the ranks on one node must fit the node's DRAM budget (vLLM sizes them per rank)."""
+    vLLM sizes the CPU pools per rank."""
     kv = p.flags.offload
     if kv is None or kv.bytes_per_rank is None:
         return

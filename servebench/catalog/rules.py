@@ -144,10 +144,7 @@ def flag_values(p: Profile) -> Iterator[Problem]:
     """Catches a JSON-valued flag (`speculative-config`, `kv-transfer-config`, `compilation-config`, ...) that does not
     parse or has the wrong shape (`cudagraph_capture_sizes: 64`); a number flag that is not a number or below 1
     (`max-num-seqs: lots`, `tensor-parallel-size: 0`). The flags are read once per profile; every other rule
-    still runs on vLLM's defaults.
-
-    Values the flag views could not read: JSON that does not parse or is not an object, numbers that are not
-    numbers. The views fall back to vLLM's defaults, so every other rule still runs."""
+    still runs on vLLM's defaults."""
     for key, message in p.flags.errors.items():
         fix = ("quote the whole object in single quotes and use double quotes inside" if "JSON" in message
                else "give a value of the type the flag takes")
@@ -222,11 +219,7 @@ def launch_values(p: Profile) -> Iterator[Problem]:
     """Catches a control character (newline, CR, NUL, ...) in any value or key that reaches sbatch, srun, an
     environment or argv (a newline on an `#SBATCH` line is a new line of bash); an environment name that is not
     `[A-Za-z_][A-Za-z0-9_]*`; `srun_options` overriding a step option servebench sets itself (`jobid`,
-    `nodelist`, `export`, ...).
-
-    Nothing a recipe says can run as a command: values that reach sbatch, srun or an environment carry no control
-    characters (a newline in a #SBATCH line is a new line of bash), environment names are names, and
-    srun_options leave servebench's own step options alone."""
+    `nodelist`, `export`, ...)."""
     r = p.recipe
     values: list[tuple[list, object]] = [(["slurm", k], v) for k, v in r.slurm.model_dump().items()]
     values += [(["sbatch_directives", k], (k, v)) for k, v in r.sbatch_directives.items()]
@@ -258,7 +251,7 @@ def model_context(p: Profile) -> Iterator[Problem]:
     """Catches `max-model-len` above the model's native context (vLLM refuses to start); sizes like `32k` read as vLLM
     reads them.
 
-    vLLM refuses a max-model-len above the model's native context (unless forced by an environment switch)."""
+    vLLM accepts it only when an environment switch forces it; the rule refuses it all the same."""
     ctx = p.flags.max_model_len
     if p.model is None or ctx is None:
         return
@@ -274,8 +267,7 @@ def model_context(p: Profile) -> Iterator[Problem]:
 def capacity(p: Profile) -> Iterator[Problem]:
     """Catches weights that cannot load, or no room for one full-context request, per `servebench capacity`.
 
-    The profile must hold its weights while loading, and one full-context request (servebench capacity). The HBM
-    problems only: an offload pool beyond the node's DRAM is rule offload-dram's, whose fix is the pool's size."""
+    HBM problems only: an offload pool beyond the node's DRAM is rule offload-dram's, whose fix is the pool's size."""
     if p.model is None:
         return
     for prob in capacity_model.estimate(p).problems:

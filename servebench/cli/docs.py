@@ -84,15 +84,14 @@ class DocsCommand(Command):
     help = "the reference tables in docs/ (rules, AIPerf options), generated from the code"
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--docs", default=str(Path(__file__).resolve().parents[2] / "docs"), metavar="DIR",
-                            help="the docs folder (default: this checkout's)")
+        parser.add_argument("--docs", metavar="DIR", help="the docs folder (default: this checkout's)")
         mode = parser.add_mutually_exclusive_group()
         mode.add_argument("--check", action="store_true", help="exit 1 naming each table that is stale")
         mode.add_argument("--write", action="store_true", help="rewrite the stale tables in place")
 
     def run(self, args) -> int:
         from servebench.core.files import write_atomic
-        pages = regenerate(Path(args.docs))
+        pages = regenerate(Path(args.docs) if args.docs else Path(__file__).resolve().parents[2] / "docs")
         stale = [path for path, (old, new) in pages.items() if old != new]
         if args.write:
             for path in stale:
