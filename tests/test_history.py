@@ -10,10 +10,14 @@ import pytest
 
 import contextlib
 
+from servebench.core.results_folder import ResultsFolder
 from servebench.history import queries
+from servebench.load.aiperf import records as aiperf_records
+from servebench.results import requests as request_file
 from servebench.history import store as history
 from servebench.history.compare import compare_point
 from servebench.results import files
+from servebench.results import metrics as registry
 from tests.conftest import run_cli
 
 DATA = Path(__file__).parent / "data"
@@ -93,7 +97,7 @@ def test_a_run_against_itself_is_within_noise_everywhere(two_runs):
         run = history.runs(con)[0]["run_id"]
         p = history.point(con, run, CASE)
     changes = compare_point(p, p)
-    assert [c.verdict for c in changes] == ["within noise"] * 5
+    assert [c.verdict for c in changes] == ["within noise"] * len(registry.compared())
     assert all(c.low <= 0 <= c.high for c in changes)
 
 
@@ -107,9 +111,13 @@ def test_a_session_records_its_points_unless_told_not_to(pytester, catalog, opt_
     r = json.loads((DATA / "results-local/points/tiny-llama-cpu-vllm-c1.json").read_text())
     r["identity"]["recipe_fingerprint"] = by_id(catalog, "tiny-llama-cpu-vllm").fingerprint
     (prior / "tiny-llama-cpu-vllm-c1.json").write_text(json.dumps(r))
+    kept = request_file.write(ResultsFolder.at(prior.parent).case("tiny-llama-cpu-vllm", "tiny-llama-cpu-vllm-c1")
+                              .requests, aiperf_records.read(DATA / "h200-gpu-run/aiperf/vllm-c8").requests)
     res = pytester.runpytest("--import-mode=importlib", "benchmarks", "-m", "local and not slurm", "-k", "vllm-c1",
                              "--reuse-results", str(prior.parent), "--results-dir", "out", "-p", "no:cacheprovider",
                              *(["--no-history"] if opt_out else []))
+    copied = ResultsFolder.at(pytester.path / "out").case("tiny-llama-cpu-vllm", "tiny-llama-cpu-vllm-c1").requests
+    assert copied.read_text() == kept.read_text()                   # a reused point keeps its requests
     res.assert_outcomes(passed=1)
     db = pytester.path / "out/history.sqlite"
     if opt_out:
@@ -117,6 +125,9 @@ def test_a_session_records_its_points_unless_told_not_to(pytester, catalog, opt_
     else:
         res.stdout.fnmatch_lines(["history: *out/history.sqlite: 1 point(s) added; *out/runs/*/report/report.html"])
         assert [(x["run_id"], x["points"]) for x in runs(db)] == [(r["identity"]["run_id"], 1)]
+        with contextlib.closing(history.connect(db, create=False)) as con:
+            stored = history.point(con, r["identity"]["run_id"], "tiny-llama-cpu-vllm-c1")["requests"]
+        assert len(stored) == len(aiperf_records.read(DATA / "h200-gpu-run/aiperf/vllm-c8").profiled)
 
 
 def test_the_gate_fails_a_point_worse_with_confidence_than_a_run_of_the_history(two_runs, catalog):

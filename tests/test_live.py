@@ -160,6 +160,11 @@ def test_real_aiperf_point_on_real_server(catalog, vllm_server, tmp_path):
     assert r["server"]["prefix_cache_hits"] > 0      # turns of a session share their growing prefix
     assert r["requests"]["warmup_dropped"] == 2 and r["identity"]["versions"]["aiperf"] == "0.13.0"
     assert judge(parse(r), prof).failures == []
+    # every request in servebench's own form beside the result: the profiled ones are the result's count
+    from servebench.results import requests as request_file
+    sent = request_file.read(out.requests)
+    assert len([q for q in sent if q.profiled]) == r["requests"]["completed"]
+    assert len([q for q in sent if q.phase == "warmup"]) == 2 and all(q.ok and q.input_tokens for q in sent)
     # the machine it ran on, recorded before the servers: this host, no GPU (and no telemetry), said so
     (node,) = r["machine"]["nodes"]
     assert node["host"] == socket.gethostname() and node["cores"] >= 1 and node["memory_gib"] > 0

@@ -34,6 +34,8 @@ class HistoryAdd(Command):
         added = store.add(db(args), args.results, args.commit)
         for name, why in sorted(added.skipped.items()):
             print(f"{ResultsFolder.at(args.results).points / name}: skipped: {why}")
+        for case, why in sorted(added.no_requests.items()):
+            print(f"{case}: added without its requests ({why}): compared only where the history has repeats")
         print(f"{db(args)}: run(s) {', '.join(added.run_ids)}: {added.points} point(s) added, "
               f"{added.already} already there")
         return 0

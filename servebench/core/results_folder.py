@@ -16,7 +16,7 @@
           deployment.json  <job>.sbatch  <job>.sbatch.log  <job>.heartbeat  infra-<job>/{etcd,nats}/
           dynamo-discovery/
           <case>/                       one point
-            result.json  trace.jsonl  server-logs/
+            result.json  requests.csv  trace.jsonl  server-logs/
             <generator>/  <generator>.log  <generator>-command.txt  <generator>-work/
 
 A folder with ``points/`` directly in it (older sessions, checked-in test data) reads as one run whose base is
@@ -45,6 +45,12 @@ class CaseFolder:
     @property
     def result(self) -> Path:
         return self.root / "result.json"
+
+    @property
+    def requests(self) -> Path:
+        """Every request the point sent, in servebench's own form (servebench.results.requests): what the history
+        and the gates read, never the load generator's own files."""
+        return self.root / "requests.csv"
 
     @property
     def trace(self) -> Path:

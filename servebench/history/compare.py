@@ -9,8 +9,9 @@ Two sources of confidence, the better one first:
   recipe.
 - **Within-run bootstrap**, when there are no repeats (and always for a share such as the error rate): each side's
   records are resampled with replacement (2,000 draws, fixed seed) and the statistic recomputed. A rate is
-  resampled by time (the window cut into 5 s slices of completed output tokens); a per-request statistic by
-  request. It assumes the requests of one run are exchangeable draws from that run's conditions: it covers which
+  resampled by time (the window cut into 5 s slices, each holding the metric's own quantity of the requests that
+  ended in it: output tokens for output tok/s, prompt and output tokens for total tok/s); a per-request statistic
+  by request. It assumes the requests of one run are exchangeable draws from that run's conditions: it covers which
   requests landed in the window, not the machine's run-to-run noise, so it can call noise a change.
 
 A point is *better* or *worse* when the interval of its change excludes no change, else *within noise*; with too
@@ -26,6 +27,7 @@ import numpy as np
 
 from servebench.core.format import interval, number
 from servebench.history.noise import Noise, change as noise_change
+from servebench.load.records import Request
 from servebench.results import metrics as registry
 
 DRAWS = 2000
@@ -58,35 +60,29 @@ class Change:
         return f"{number(self.rel, self.unit)}{' ' + span if span else ''}  {self.verdict}"
 
 
-def _array(rows: Sequence[tuple]) -> np.ndarray:
-    nan = lambda x: np.nan if x is None else x  # noqa: E731
-    return np.array([[r[0] or 0.0, nan(r[1]), nan(r[2]), r[3], nan(r[4] if len(r) > 4 else None)] for r in rows],
-                    dtype=float).reshape(-1, 5)
-
-
-def _slices(rows: np.ndarray) -> np.ndarray:
-    """Successful output tokens completed in each BOOTSTRAP_SLICE_S of the window (by request end)."""
-    ends = rows[:, 4]
-    ok = np.isfinite(ends) & (rows[:, 3] == 1)
-    if ok.sum() < 2:
+def _slices(metric: registry.Metric, requests: Sequence[Request]) -> np.ndarray:
+    """The metric's quantity (``per_slice``) of the requests that ended in each BOOTSTRAP_SLICE_S of the window."""
+    got = [(q.end_s, part) for q in requests if q.end_s is not None and (part := metric.per_slice(q)) is not None]
+    if len(got) < 2:
         return np.zeros(0)
-    edges = np.arange(ends[ok].min(), ends[ok].max() + BOOTSTRAP_SLICE_S, BOOTSTRAP_SLICE_S)
-    counts, _ = np.histogram(ends[ok], bins=edges, weights=rows[ok, 0])
+    ends, parts = np.array(got, dtype=float).T
+    edges = np.arange(ends.min(), ends.max() + BOOTSTRAP_SLICE_S, BOOTSTRAP_SLICE_S)
+    counts, _ = np.histogram(ends, bins=edges, weights=parts)
     return counts
 
 
-def items(metric: registry.Metric, rows: Sequence[tuple]) -> np.ndarray:
-    """What the bootstrap resamples for ``metric``: 5 s slices of output tokens, or each request's value (a request
+def items(metric: registry.Metric, requests: Sequence[Request]) -> np.ndarray:
+    """What the bootstrap resamples for ``metric``: slices of its own rate, or each request's value (a request
     a statistic does not count, such as a failed request's TTFT, is left out)."""
     if metric.bootstrap == "time":
-        return _slices(_array(rows))
-    values = [metric.request(tuple(r)) for r in rows]
+        return _slices(metric, requests)
+    values = [metric.request(q) for q in requests]
     return np.array([v for v in values if v is not None], dtype=float)
 
 
 def _reduce(metric: registry.Metric, x: np.ndarray, gpus: int) -> np.ndarray:
     if metric.bootstrap == "time":
-        return np.mean(x, axis=-1) / BOOTSTRAP_SLICE_S / gpus
+        return np.mean(x, axis=-1) / BOOTSTRAP_SLICE_S / (gpus if metric.per_gpu else 1)
     if metric.reduce == "median":
         return np.median(x, axis=-1)
     if metric.reduce == "p99":

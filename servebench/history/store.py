@@ -8,7 +8,9 @@ request for the confidence intervals).
 A run is keyed by its run id; a point by (run id, case id), with the git commit, recipe fingerprint, cluster,
 profile, concurrency, its whole result and the stored verdict. Metrics are stored by name (servebench.results.
 metrics), and a metric the store does not hold yet is computed from the stored result when read, so a new metric
-compares across old runs too. Each point keeps its per-request records for bootstrapped comparisons.
+compares across old runs too. Each point keeps its profiled requests (REQUEST_COLUMNS of servebench.results.
+requests, read from the point's own requests file) for bootstrapped comparisons; a results folder written before
+that file existed gives them through its load generator's reader, where that generator is installed.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ import os
 import sqlite3
 import subprocess
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from servebench.core.results_folder import ResultsFolder
 from servebench.load.generator import generator_for
+from servebench.load.records import Request
 from servebench.results import metrics as registry
+from servebench.results import requests as request_file
 from servebench.results.files import load_points
 from servebench.results.model import PointResult, parse
 
@@ -43,11 +47,14 @@ CREATE TABLE IF NOT EXISTS metrics (
   FOREIGN KEY (run_id, case_id) REFERENCES points(run_id, case_id));
 CREATE TABLE IF NOT EXISTS requests (
   run_id TEXT NOT NULL, case_id TEXT NOT NULL, output_tokens REAL, latency_ms REAL, ttft_ms REAL, ok INTEGER,
-  end_s REAL,
+  end_s REAL, input_tokens REAL, start_s REAL,
   FOREIGN KEY (run_id, case_id) REFERENCES points(run_id, case_id));
 CREATE INDEX IF NOT EXISTS points_by_case ON points(case_id, fingerprint);
 CREATE INDEX IF NOT EXISTS requests_by_point ON requests(run_id, case_id);
 """
+# What the store keeps of each profiled request (servebench.load.records.Request's fields); a store written before
+# the last two existed gets them added, empty, when it is opened to write.
+REQUEST_COLUMNS = ("output_tokens", "latency_ms", "ttft_ms", "ok", "end_s", "input_tokens", "start_s")
 POINT_COLUMNS = ("run_id", "case_id", "profile", "cluster", "concurrency", "fingerprint", "gpus", "duration_s",
                  "passed", "started_at", "result_json")
 
@@ -58,6 +65,7 @@ class Added:
     points: int
     already: int              # points the store held already (adding is idempotent)
     skipped: dict[str, str]   # result files not added, and why
+    no_requests: dict[str, str] = field(default_factory=dict)  # added without requests (no bootstrap), and why
 
 
 def connect(db: Path | str, create: bool = True) -> sqlite3.Connection:
@@ -80,11 +88,17 @@ def connect(db: Path | str, create: bool = True) -> sqlite3.Connection:
     try:
         if create:
             con.executescript(SCHEMA)
+            for column in [c for c in REQUEST_COLUMNS if c not in _columns(con, "requests")]:
+                con.execute(f"ALTER TABLE requests ADD COLUMN {column} REAL")
         con.execute("SELECT run_id, git_commit FROM runs LIMIT 1")
     except sqlite3.DatabaseError as err:
         con.close()
         raise ValueError(f"{db}: not a servebench history ({err})") from None
     return con
+
+
+def _columns(con: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
 
 
 def _has_table(con: sqlite3.Connection, name: str) -> bool:
@@ -110,17 +124,23 @@ def git_commit(where: Path) -> str | None:
     return head.stdout.strip() + ("-dirty" if dirty is not None and dirty.returncode == 1 else "")
 
 
-def request_rows(results_dir: Path, r: PointResult) -> list[tuple]:
-    """(output tokens, latency ms, TTFT ms, ok, end s) of each profiled request, read by the point's own load
-    generator from where the session wrote it (else where it ran)."""
-    generator = generator_for(r.run.generator)
+def requests_of(results_dir: Path, r: PointResult) -> tuple[list[Request], str | None]:
+    """The point's profiled requests, from its requests file (servebench.results.requests); for a results folder
+    written before that file existed, from its load generator's own files where that generator is installed. With
+    none: [] and why. ValueError (one line) for a requests file that cannot be read."""
     case = ResultsFolder.at(results_dir).case(r.identity.profile, r.identity.case_id)
+    if case.requests.is_file():
+        return [q for q in request_file.read(case.requests) if q.profiled], None
+    try:
+        generator = generator_for(r.run.generator)
+    except LookupError:
+        return [], f"no {case.requests.name}, and its load generator {r.run.generator!r} is not installed here"
     for out_dir in (case.load_dir(r.run.generator), Path(r.run.artifact_dir)):
         if out_dir.is_dir():
-            rows = [req.row() for req in generator.records(out_dir).profiled]
-            if rows:
-                return rows
-    return []
+            got = generator.records(out_dir).profiled
+            if got:
+                return got, None
+    return [], f"no {case.requests.name} and no records of {r.run.generator} beside it"
 
 
 def add(db: Path | str, results_dir: Path | str, commit: str | None = None) -> Added:
@@ -138,6 +158,7 @@ def add(db: Path | str, results_dir: Path | str, commit: str | None = None) -> A
                           if skipped else ""))
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     added = already = 0
+    no_requests: dict[str, str] = {}
     with closing(connect(db)) as con, con:
         con.execute("BEGIN IMMEDIATE")          # one writer at a time; a second session waits, then adds
         for r in points:
@@ -157,11 +178,19 @@ def add(db: Path | str, results_dir: Path | str, commit: str | None = None) -> A
             con.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?)",
                             [(idn.run_id, idn.case_id, name, _real(value))
                              for name, value in registry.values(r).items()])
-            con.executemany("INSERT INTO requests VALUES (?,?,?,?,?,?,?)",
-                            [(idn.run_id, idn.case_id, *row) for row in request_rows(results_dir, r)])
+            requests, why = requests_of(results_dir, r)
+            if why:
+                no_requests[idn.case_id] = why
+            con.executemany(f"INSERT INTO requests (run_id, case_id, {', '.join(REQUEST_COLUMNS)}) VALUES "
+                            f"({', '.join('?' * (2 + len(REQUEST_COLUMNS)))})",
+                            [(idn.run_id, idn.case_id, *_row(q)) for q in requests])
             added += 1
     log.info("history %s: %d point(s) added, %d already there", db, added, already)
-    return Added(sorted({r.identity.run_id for r in points}), added, already, skipped)
+    return Added(sorted({r.identity.run_id for r in points}), added, already, skipped, no_requests)
+
+
+def _row(q: Request) -> tuple:
+    return tuple(int(q.ok) if name == "ok" else getattr(q, name) for name in REQUEST_COLUMNS)
 
 
 def _real(value) -> float | None:
@@ -200,9 +229,14 @@ def point(con: sqlite3.Connection, run_id: str, case_id: str) -> dict | None:
     out = dict(zip(("fingerprint", "cluster", "profile", "gpus", "duration_s"), row[:5]))
     out.update(metric_values(con, run_id, case_id, row[5]))
     out["run_id"], out["case_id"] = run_id, case_id
-    out["requests"] = con.execute("SELECT output_tokens, latency_ms, ttft_ms, ok, end_s FROM requests WHERE "
-                                  "run_id = ? AND case_id = ?", (run_id, case_id)).fetchall()
+    have = [c for c in REQUEST_COLUMNS if c in _columns(con, "requests")]      # a store opened read-only may be older
+    rows = con.execute(f"SELECT {', '.join(have)} FROM requests WHERE run_id = ? AND case_id = ?", (run_id, case_id))
+    out["requests"] = [_request(dict(zip(have, values))) for values in rows]
     return out
+
+
+def _request(row: dict) -> Request:
+    return Request("profiling", ok=bool(row.pop("ok")), **row)
 
 
 def cases(con: sqlite3.Connection, run_id: str) -> list[str]:

@@ -1,6 +1,7 @@
 """What a load generator measured, in its own words translated once: every request it sent and its own summary of
 the measured window. A generator's reader (AIPerf's: servebench.load.aiperf.records) is the only code that knows
-its file format; results, the history and comparisons read these types.
+its file format; results, the history and comparisons read these types, and a stored point keeps its requests in
+servebench's own file of them (servebench.results.requests).
 """
 
 from __future__ import annotations
@@ -34,10 +35,6 @@ class Request:
     @property
     def profiled(self) -> bool:
         return self.phase == "profiling"
-
-    def row(self) -> tuple:
-        """(output tokens, latency ms, TTFT ms, ok, end s): what the history keeps per request."""
-        return (self.output_tokens or 0.0, self.latency_ms, self.ttft_ms, 1 if self.ok else 0, self.end_s)
 
 
 @dataclass(frozen=True)

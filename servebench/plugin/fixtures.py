@@ -189,7 +189,7 @@ def sb_measured(sb_point: Point, sb_profile: Profile, sb_allocation_key: str, re
     if reuse_dir:
         found = reusable(sb_point, Path(reuse_dir))
         if found.prior is not None:
-            out = reuse(sb_point, found.prior, found.source, session.results)
+            out = reuse(sb_point, found, session.results)
             record_property("reused", str(out.reused_from))
             return out
         record_property("reuse_miss", found.miss)
@@ -218,7 +218,7 @@ def sb_judge(sb_point: Point, request: pytest.FixtureRequest, record_property) -
     def judge_and_store(measured: Stored) -> Verdict:
         errors = file_problems(measured.path) if measured.path.is_file() else [f"no result file at {measured.path}"]
         verdict = judge(measured.result, sb_point.profile, session.baseline, session.baseline_file, errors,
-                        against=against(request.config, measured.result))
+                        against=against(request.config, measured.result, measured.requests))
         stored = measured.with_verdict(verdict)
         for name, value in properties(stored.result).items():
             record_property(name, value)

@@ -4,32 +4,36 @@ the run-to-run noise of the cluster (this run is not in the history yet, so it n
 from __future__ import annotations
 
 from contextlib import closing
+from pathlib import Path
 
 import pytest
 
 from servebench.history import queries, store
 from servebench.history.compare import Change, compare_groups
-from servebench.load.generator import generator_for
 from servebench.plugin.session import of
 from servebench.results import metrics as registry
+from servebench.results import requests as request_file
 from servebench.results.model import PointResult
-from pathlib import Path
 
 GATED = "output_tps_per_gpu"
 
 
-def against(config: pytest.Config, r: PointResult) -> tuple[str, Change] | None:
-    """(runs, change of output tok/s per GPU) against --compare-run's runs of the same point, or None."""
+def against(config: pytest.Config, r: PointResult, requests: Path) -> tuple[str, Change] | None:
+    """(runs, change of output tok/s per GPU) against --compare-run's runs of the same point, or None; this point's
+    requests from its own file (servebench.results.requests), as the history's are."""
     key = config.getoption("--compare-run")
-    if not key:
-        return None
-    session = of(config)
-    with closing(store.connect(session.history, create=False)) as con:
+    return evidence(of(config).history, key, r, requests) if key else None
+
+
+def evidence(history: Path, key: str, r: PointResult, requests: Path) -> tuple[str, Change] | None:
+    """(runs, change of output tok/s per GPU) of point ``r`` (its requests file: ``requests``) against the runs
+    ``key`` names in ``history``, or None where none of them measured the point."""
+    with closing(store.connect(history, create=False)) as con:
         runs = queries.resolve_runs(con, key)
         base = [p for run in runs if (p := store.point(con, run, r.identity.case_id)) is not None]
         known = queries.noise(con, r.identity.cluster)
     if not base:
         return None
     mine = {**registry.values(r), "duration_s": r.throughput.duration_s, "gpus": r.throughput.gpus,
-            "requests": [q.row() for q in generator_for(r.run.generator).records(Path(r.run.artifact_dir)).profiled]}
+            "requests": [q for q in request_file.read(requests) if q.profiled] if requests.is_file() else []}
     return ", ".join(runs), compare_groups(base, [mine], metrics=(GATED,), noise=known.by_metric)[0]

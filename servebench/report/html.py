@@ -99,9 +99,11 @@ def _ab_text(row: dict) -> dict:
 
 
 def _links(source: Path, page_dir: Path, profile: str, case: str, generator: str) -> dict[str, str]:
-    """The point's files in its run's results folder, relative to the page: result JSON, load log, server logs."""
+    """The point's files in its run's results folder, relative to the page: result JSON, its requests (CSV), load
+    log, server logs."""
     folder = ResultsFolder.at(source)
-    found = {"JSON": folder.point(case), f"{generator} log": folder.case(profile, case).load_log(generator)}
+    found = {"JSON": folder.point(case), "requests": folder.case(profile, case).requests,
+             f"{generator} log": folder.case(profile, case).load_log(generator)}
     logs = folder.profile(profile).logs
     if logs.is_dir():
         found.update({f.stem: f for f in sorted(logs.glob("*.log"))})

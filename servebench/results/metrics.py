@@ -11,8 +11,9 @@ How a compared metric is compared (servebench.history.compare):
 * ``change="ratio"``: B / A - 1, with run-to-run noise pooled on the log scale where the history has repeats;
 * ``change="difference"``: B - A (a share, such as the error rate: usually 0 in every repeat, so never pooled);
 * ``bootstrap``: how one run's interval is resampled when there are no repeats: by 5 s slices of the window
-  (``"time"``: a rate) or by request (``"request"``: the per-request value ``request`` gives, reduced by
-  ``reduce``).
+  (``"time"``: a rate; ``per_slice`` gives each request's part of it, summed over the requests that ended in a
+  slice, and ``per_gpu`` divides it by the point's GPUs) or by request (``"request"``: the per-request value
+  ``request`` gives, reduced by ``reduce``). Both read a request by name (servebench.load.records.Request).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal
 
 from servebench.core.format import UNITS
+from servebench.load.records import Request
 from servebench.results.model import PointResult
 
-Row = tuple           # a profiled request: (output tokens, latency ms, TTFT ms, ok, end s) (servebench.load.records)
 Place = Literal["summary", "terminal", "report"]
 
 
@@ -39,8 +40,10 @@ class Metric:
     compared: bool = False                              # compared across runs (compare, noise, --compare-run)
     change: Literal["ratio", "difference"] = "ratio"
     bootstrap: Literal["time", "request"] | None = None
-    request: Callable[[Row], float | None] | None = None   # bootstrap "request": a request's value (None: skip it)
+    request: Callable[[Request], float | None] | None = None   # bootstrap "request": its value (None: skip it)
     reduce: Literal["mean", "median", "p99"] = "mean"
+    per_slice: Callable[[Request], float | None] | None = None  # bootstrap "time": its part of the rate (None: none)
+    per_gpu: bool = False                                       # bootstrap "time": the rate divided by the GPUs
 
     def __post_init__(self) -> None:
         if self.unit not in UNITS:
@@ -49,6 +52,8 @@ class Metric:
             raise ValueError(f"metric {self.name}: a compared metric needs better='higher' or 'lower'")
         if self.bootstrap == "request" and self.request is None:
             raise ValueError(f"metric {self.name}: bootstrap by request needs request=<a request's value>")
+        if self.bootstrap == "time" and self.per_slice is None:
+            raise ValueError(f"metric {self.name}: bootstrap by time needs per_slice=<a request's part of the rate>")
 
     @property
     def pooled(self) -> bool:
@@ -60,15 +65,23 @@ def _server(fn: Callable[[Any], Any]) -> Callable[[PointResult], Any]:
     return lambda r: fn(r.server) if r.server is not None else None
 
 
-def _per_user(row: Row) -> float | None:
-    tokens, latency, ttft, ok = row[0], row[1], row[2], row[3]
-    if not ok or latency is None or ttft is None or latency <= ttft:
+def _per_user(q: Request) -> float | None:
+    if not q.ok or q.latency_ms is None or q.ttft_ms is None or q.latency_ms <= q.ttft_ms:
         return None
-    return (tokens - 1) / (latency - ttft) * 1000
+    return ((q.output_tokens or 0.0) - 1) / (q.latency_ms - q.ttft_ms) * 1000
 
 
-def _ttft(row: Row) -> float | None:
-    return row[2] if row[3] else None
+def _ttft(q: Request) -> float | None:
+    return q.ttft_ms if q.ok else None
+
+
+def _output_tokens(q: Request) -> float | None:
+    return (q.output_tokens or 0.0) if q.ok else None
+
+
+def _tokens(q: Request) -> float | None:
+    """Prompt and output tokens (None where the prompt was not counted: an older history's request)."""
+    return (q.output_tokens or 0.0) + q.input_tokens if q.ok and q.input_tokens is not None else None
 
 
 ALL = frozenset({"summary", "terminal", "report"})
@@ -96,8 +109,9 @@ def registered(metric: Metric) -> Iterator[Metric]:
 for _m in (
     Metric("output_tps", "output tok/s", "tok/s", lambda r: r.throughput.output_tps, "higher", ALL),
     Metric("output_tps_per_gpu", "output tok/s per GPU", "tok/s", lambda r: r.throughput.output_tps_per_gpu,
-           "higher", ALL, compared=True, bootstrap="time"),
-    Metric("total_tps_per_gpu", "total tok/s per GPU", "tok/s", lambda r: r.throughput.total_tps_per_gpu, "higher"),
+           "higher", ALL, compared=True, bootstrap="time", per_slice=_output_tokens, per_gpu=True),
+    Metric("total_tps_per_gpu", "total tok/s per GPU", "tok/s", lambda r: r.throughput.total_tps_per_gpu, "higher",
+           compared=True, bootstrap="time", per_slice=_tokens, per_gpu=True),
     Metric("gpus", "GPUs", "count", lambda r: r.throughput.gpus),
     Metric("tps_per_user_p50", "tok/s per user p50", "tok/s", lambda r: r.interactivity.output_tps_per_user.p50,
            "higher", ALL, compared=True, bootstrap="request", request=_per_user, reduce="median"),
@@ -108,7 +122,7 @@ for _m in (
     Metric("itl_p50_ms", "ITL p50 ms", "ms", lambda r: r.latency_ms.itl.p50, "lower", frozenset({"report"})),
     Metric("e2e_p50_ms", "E2E p50 ms", "ms", lambda r: r.latency_ms.e2e.p50, "lower"),
     Metric("error_rate", "error rate", "share", lambda r: r.requests.error_rate, "lower", ALL, compared=True,
-           change="difference", bootstrap="request", request=lambda row: 1.0 - row[3]),
+           change="difference", bootstrap="request", request=lambda q: 0.0 if q.ok else 1.0),
     Metric("successful_requests", "successful requests", "count", lambda r: r.requests.successful, "higher"),
     Metric("effective_concurrency", "effective concurrency", "conc", lambda r: r.concurrency.effective_avg, None,
            frozenset({"summary", "report"})),

@@ -1,5 +1,6 @@
 """A point's stored result: built from its measurement and written in both places reports read (the case folder
-and ``points/``), reused from an earlier run when it may stand in, and re-written with its verdict."""
+and ``points/``) beside its requests in servebench's own form (servebench.results.requests), reused from an earlier
+run when it may stand in, and re-written with its verdict."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Callable
 from servebench.catalog.points import Point
 from servebench.core.results_folder import ResultsFolder
 from servebench.load.measure import Measurement
+from servebench.results import requests as request_file
 from servebench.results.build import build
 from servebench.results.files import read, write
 from servebench.results.model import PointResult, Verdict
@@ -24,6 +26,7 @@ class Stored:
     result: PointResult
     path: Path           # the result JSON in the case folder
     copy: Path           # the same file in points/, where reports read from
+    requests: Path       # its requests (servebench.results.requests), in the case folder
     reused_from: Path | None = None
 
     def with_verdict(self, verdict: Verdict) -> "Stored":
@@ -31,7 +34,7 @@ class Stored:
         judged = self.result.model_copy(update={"verdict": verdict})
         write(self.path, judged)
         write(self.copy, judged)
-        return Stored(judged, self.path, self.copy, self.reused_from)
+        return Stored(judged, self.path, self.copy, self.requests, self.reused_from)
 
 
 def store(m: Measurement, folder: ResultsFolder, extend: Extend | None = None) -> Stored:
@@ -40,9 +43,10 @@ def store(m: Measurement, folder: ResultsFolder, extend: Extend | None = None) -
     if extend is not None:
         result = result.model_copy(update={"extra": extend(result)})
     path, copy = m.case.result, folder.point(m.point.id)
+    request_file.write(m.case.requests, m.records.requests)
     write(path, result)
     write(copy, result)
-    return Stored(result, path, copy)
+    return Stored(result, path, copy, m.case.requests)
 
 
 def store_failed(m: Measurement, folder: ResultsFolder, cause: BaseException, extend: Extend | None = None
@@ -63,11 +67,13 @@ class Reusable:
     prior: PointResult | None
     source: Path | None = None
     miss: str | None = None
+    requests: Path | None = None     # its requests file, where the prior run kept one
 
 
 def reusable(point: Point, reuse_dir: Path) -> Reusable:
     """A prior result for this point that may stand in for a new run, with its file; or none and why not."""
-    path = ResultsFolder.at(reuse_dir).point(point.id)
+    prior_folder = ResultsFolder.at(reuse_dir)
+    path = prior_folder.point(point.id)
     if not path.is_file():
         return Reusable(None, miss=f"no prior result at {path}")
     try:
@@ -77,13 +83,18 @@ def reusable(point: Point, reuse_dir: Path) -> Reusable:
     if prior.identity.recipe_fingerprint != point.profile.fingerprint:
         return Reusable(None, miss=f"{path} was measured with another recipe (fingerprint "
                                    f"{prior.identity.recipe_fingerprint[:12]} != {point.profile.fingerprint[:12]})")
-    return Reusable(prior, path)
+    requests = prior_folder.case(point.profile.id, point.id).requests
+    return Reusable(prior, path, requests=requests if requests.is_file() else None)
 
 
-def reuse(point: Point, prior: PointResult, source: Path, folder: ResultsFolder) -> Stored:
-    """Copy a prior result into this run's results (marked reused); it is judged anew, like a new one."""
-    prior = prior.model_copy(update={"verdict": None})
-    path, copy = folder.case(point.profile.id, point.id).result, folder.point(point.id)
+def reuse(point: Point, found: Reusable, folder: ResultsFolder) -> Stored:
+    """Copy a prior result and its requests into this run's results (marked reused); it is judged anew, like a new
+    one."""
+    prior = found.prior.model_copy(update={"verdict": None})
+    case = folder.case(point.profile.id, point.id)
+    path, copy = case.result, folder.point(point.id)
+    if found.requests is not None:
+        request_file.write(case.requests, request_file.read(found.requests))
     write(path, prior)
     write(copy, prior)
-    return Stored(prior, path, copy, reused_from=Path(source))
+    return Stored(prior, path, copy, case.requests, reused_from=Path(found.source))

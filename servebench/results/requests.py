@@ -1,0 +1,105 @@
+"""A point's requests in servebench's own form: ``<case>/requests.csv`` (the path: servebench.core.results_folder),
+one row per request the load generator sent, warm-up included, with named columns.
+
+It is written once, when the point is stored, from what the generator's reader translated
+(servebench.load.records); the results history, the ``--compare-run`` gate and report.html's links read it, so
+none of them needs the load generator that measured the point (a site's generator need not be installed where
+its results are added or compared). CSV because every tool reads it (a spreadsheet, pandas, DuckDB, ``sqlite3
+.import``); an empty cell is a value the generator did not report. Columns a reader does not know are ignored, so
+a later servebench may add some.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+from typing import Iterable
+
+from servebench.core.files import write_atomic
+from servebench.load.records import Request
+
+# (column, how a cell reads back); the order is the file's.
+COLUMNS: tuple[tuple[str, type], ...] = (
+    ("phase", str), ("ok", bool), ("start_s", float), ("end_s", float), ("credit_s", float), ("ttft_ms", float),
+    ("latency_ms", float), ("output_tokens", float), ("input_tokens", float), ("session", str), ("turn", int),
+    ("error_code", int), ("error_type", str), ("error_message", str))
+REQUIRED = ("phase", "ok", "end_s", "ttft_ms", "latency_ms", "output_tokens")
+NEVER_EMPTY = ("phase", "ok")
+ERROR = {"error_code": "code", "error_type": "type", "error_message": "message"}
+
+
+def _cell(value) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def text(requests: Iterable[Request]) -> str:
+    """The file's text: a header of COLUMNS, then a row per request."""
+    out = io.StringIO()
+    rows = csv.writer(out, lineterminator="\r\n")     # RFC 4180; a cell holding either character is quoted
+    rows.writerow([name for name, _ in COLUMNS])
+    for q in requests:
+        error = q.error or {}
+        fields = {**{k: getattr(q, k) for k, _ in COLUMNS if k not in ERROR},
+                  **{k: error.get(v) for k, v in ERROR.items()}}
+        if not isinstance(fields["error_code"], int) or isinstance(fields["error_code"], bool):
+            fields["error_code"] = None
+        rows.writerow([_cell(fields[name]) for name, _ in COLUMNS])
+    return out.getvalue()
+
+
+def write(path: Path | str, requests: Iterable[Request]) -> Path:
+    """Write a point's requests atomically (servebench.core.files.write_atomic)."""
+    return write_atomic(path, text(requests))
+
+
+def _parse(kind: type, cell: str, needed: bool = False):
+    if cell == "":
+        if needed:
+            raise ValueError("empty (every request has one)")
+        return None
+    if kind is bool:
+        if cell not in ("0", "1"):
+            raise ValueError(f"{cell!r} is not 0 or 1")
+        return cell == "1"
+    value = kind(cell)
+    if kind is float and not math.isfinite(value):
+        raise ValueError(f"{cell!r} is not a finite number")
+    return value
+
+
+def read(path: Path | str) -> list[Request]:
+    """Every request of the file, in its order. ValueError naming the file, the line and the column of anything it
+    cannot read (the file is servebench's own: it is never half-written, so a bad cell means it was edited)."""
+    path = Path(path)
+    try:
+        handle = path.open(newline="", encoding="utf-8")
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read it ({err.strerror or err})") from None
+    with handle:
+        rows = csv.reader(handle)
+        header = next(rows, None)
+        missing = [c for c in REQUIRED if c not in (header or [])]
+        if missing:
+            raise ValueError(f"{path}: line 1: not a servebench requests file (no column {', '.join(missing)}; "
+                             f"it starts with the columns {', '.join(n for n, _ in COLUMNS)})")
+        kinds = dict(COLUMNS)
+        out = []
+        for line, row in enumerate(rows, start=2):
+            if len(row) != len(header):
+                raise ValueError(f"{path}: line {line}: {len(row)} cells, the header has {len(header)}")
+            fields = {}
+            for name, cell in zip(header, row):
+                if name in kinds:
+                    try:
+                        fields[name] = _parse(kinds[name], cell, name in NEVER_EMPTY)
+                    except ValueError as err:
+                        raise ValueError(f"{path}: line {line}: column {name}: {err}") from None
+            error = {v: fields.pop(k, None) for k, v in ERROR.items()}
+            out.append(Request(**fields, error=error if any(x is not None for x in error.values()) else None))
+    return out
