@@ -271,13 +271,14 @@ def test_a_port_taken_by_one_kind_is_never_given_to_another():
     with socket.socket() as held:
         held.bind(("127.0.0.1", base))
         held.listen()
-        ports = PortAllocator(probe=True, bases={"etcd": base, "etcd_peer": base + 1})
+        ports = PortAllocator(probe=True, offset=base - 2379)          # etcd's range at base, its peer's at base + 1
         client, peer = ports.take("etcd", "n1"), ports.take("etcd_peer", "n1")
         assert (client, peer) == (base + 1, base + 2)
         # the same rule without probing: two kinds whose ranges meet on one node never share a port
-        off = PortAllocator(bases={"etcd": 7000, "etcd_peer": 7000})
-        assert len({off.take("etcd", "a"), off.take("etcd_peer", "a")}) == 2
-    # a connection closed by the server leaves TIME_WAIT on the server's port; the port is still free to bind
+        off = PortAllocator()
+        assert [off.take("etcd", "a"), off.take("etcd", "a"), off.take("etcd_peer", "a")] == [2379, 2380, 2381]
+    # a connection closed by the server leaves TIME_WAIT on the server's port: free for a port the recipe pins (its
+    # server binds with SO_REUSEADDR), skipped by the search (a bound, not listening socket looks the same to a bind)
     with socket.socket() as server:
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         server.bind(("127.0.0.1", base + 3))
@@ -286,7 +287,8 @@ def test_a_port_taken_by_one_kind_is_never_given_to_another():
         conn, _ = server.accept()
         conn.close()
         client_sock.close()
-    assert port_free(base + 3)
+    assert port_free(base + 3, strict=False) and not port_free(base + 3)
+    assert PortAllocator(probe=True, bases={"master": base + 3}).take("master", "h") == base + 3
 
 
 @pytest.mark.parametrize("flag, hint", [
@@ -301,3 +303,67 @@ def test_a_flag_of_another_frontends_worker_is_named_on_vllm_serve(recipes, flag
         Catalog.load(recipes)
     line = next(ln for ln in str(err.value).splitlines() if "is not accepted by vLLM's OpenAI server" in ln)
     assert (hint in line) if hint else "; it is a `" not in line, line
+
+
+def _free_block(n: int) -> int:
+    from servebench.server.ports import port_free
+    return next(p for p in range(43000, 44000, 10) if all(port_free(q) for q in range(p, p + n)))
+
+
+def test_a_port_bound_but_not_listening_is_taken():
+    """vLLM binds its API port (SO_REUSEADDR) about a minute before it listens: a second session's probe bound the
+    same port beside it, and both servers then fought over it."""
+    import socket
+
+    from servebench.server.ports import PortAllocator, port_free
+    base = _free_block(2)
+    with socket.socket() as early:
+        early.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        early.bind(("127.0.0.1", base))                 # bound, not listening yet
+        assert not port_free(base)
+        assert PortAllocator(probe=True, offset=base - 8000).take("frontend", "h") == base + 1
+    assert port_free(base)
+
+
+def test_two_sessions_planning_at_once_never_share_a_port(tmp_path):
+    """Nothing is bound yet (both only planned): the first session's lease holds its ports until it closes, the
+    second is given others, and the holder is named by the lease's own words."""
+    from servebench.server.ports import PortAllocator, PortLease
+    base = _free_block(4)
+    first, second = PortLease("pid 1: run A", tmp_path), PortLease("pid 2: run B", tmp_path)
+    a = PortAllocator(probe=True, offset=base - 8000, lease=first)
+    b = PortAllocator(probe=True, offset=base - 8000, lease=second)
+    pa, pb = a.take("frontend", "h"), b.take("frontend", "h")
+    assert pa == base and pb == base + 1 and first.ports == [base] and second.ports == [base + 1]
+    assert second.holder_of(base) == "pid 1: run A" and first.holder_of(base + 1) == "pid 2: run B"
+    first.close()
+    assert second.holder_of(base) is None
+    c = PortAllocator(probe=True, offset=base - 8000, lease=PortLease("pid 3: run C", tmp_path))
+    assert c.take("frontend", "h") == base                  # let go: free again
+
+
+def test_a_pinned_port_in_use_is_refused_naming_its_holder():
+    import os
+    import socket
+
+    from servebench.core.listeners import holder
+    from servebench.server.ports import PortAllocator, PortTaken
+    base = _free_block(1)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", base))
+        held.listen()
+        ports = PortAllocator(probe=True, bases={"master": base}, describe=holder)
+        with pytest.raises(PortTaken) as err:
+            ports.take("master", "h")
+    assert str(err.value).startswith(f"port {base} (master, pinned by the recipe) is taken on this machine by "
+                                     f"pid {os.getpid()} (")
+    assert f"listening on 127.0.0.1:{base}: stop it, or pin another port" in str(err.value)
+    # on a cluster's nodes (no probe) a pinned port is used as it is, without an offset
+    assert PortAllocator(offset=700, bases={"master": base}).take("master", "n1") == base
+
+
+def test_a_cluster_jobs_ports_start_at_a_block_of_its_id():
+    from servebench.server.ports import JOB_BLOCK, PortAllocator, offset_for
+    assert offset_for(False, None, "4242") == JOB_BLOCK * (4242 % 16) and offset_for(False, None, None) == 0
+    assert offset_for(True, "gw2", "4242") == 2000             # this machine: the lease keeps sessions apart
+    assert PortAllocator(offset=offset_for(False, None, "17")).take("frontend", "n1") == 8100

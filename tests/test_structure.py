@@ -174,8 +174,11 @@ NOT_RESULTS = {
 OTHER_LAYOUTS = {
     "server/generated.py": "the generated models' cache (~/.cache/servebench/models), not a results folder",
     "load/aiperf/setup.py": "AIPerf's own scratch and the HF cache layout, inside the folders the owner hands out",
+    "core/listeners.py": "the kernel's /proc, not a results folder",
+    "server/ports.py": "the host's port leases (/tmp/servebench-ports), shared by every session, not a results folder",
 }
-RESULT_FILES = ("history.sqlite", "summary.md", "manifest.json", "result.json", "trace.jsonl", "report.html",
+RESULT_FILES = ("history.sqlite", "summary.md", "manifest.json", "result.json", "requests.csv", "trace.jsonl",
+                "report.html",
                 "report.md", "points.csv", "deployment.json", "series.json", "aiperf.log", "aiperf-command.txt")
 
 

@@ -102,6 +102,7 @@ class Allocation(ABC):
     def __init__(self, request: AllocationRequest, nodes: list[str], job_id: str | None = None, dry: bool = False):
         self.request, self.nodes, self.job_id, self.dry = request, nodes, job_id, dry
         self.processes: list[NodeProcess] = []
+        self.holds: list = []          # what the allocation keeps until it is released (a port lease): close()d then
         self.released = False
         self.started_at = time.time()
         if not dry:
@@ -136,6 +137,11 @@ class Allocation(ABC):
     def _started(self, proc: NodeProcess) -> None:
         """A process was started (a backend that guards its processes against the session's death hooks here)."""
 
+    def hold(self, thing):
+        """Keep ``thing`` (anything with ``close()``) until the allocation is released; returns it."""
+        self.holds.append(thing)
+        return thing
+
     def check(self) -> None:
         """Raise ProcessDied for the first launched process that is no longer running."""
         for proc in self.processes:
@@ -154,6 +160,8 @@ class Allocation(ABC):
             self.stop_all([p for p in self.processes if not any(p.role in t for t in STOP_TIERS)])
             self._give_back()
         finally:
+            for thing in self.holds:
+                thing.close()
             _LIVE.discard(self)
 
     def stop_all(self, procs: list[NodeProcess]) -> None:

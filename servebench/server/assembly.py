@@ -6,6 +6,7 @@ started or submitted).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -19,7 +20,7 @@ from servebench.server.containers import unmet_needs
 from servebench.server.generated import GENERATED, cached_path, ensure_model
 from servebench.server.placement import Placement, placement_for
 from servebench.server.plan import ServerPlan, plan
-from servebench.server.ports import offset_for
+from servebench.server.ports import PortLease, offset_for
 
 
 @dataclass
@@ -66,12 +67,15 @@ class Assembly:
         return placement_for(self.profile, alloc.nodes, alloc.addresses(), workdir, backend=self.backend,
                              root=str(self.root), model_dir=str(model_dir) if model_dir else None,
                              job_id=alloc.job_id or self.run_id, configs=str(configs_dir(self.profile)),
-                             port_offset=offset_for(alloc.shares_host, self.xdist_worker),
+                             port_offset=offset_for(alloc.shares_host, self.xdist_worker, alloc.job_id),
                              shares_host=alloc.shares_host, probe_ports=alloc.shares_host and not self.dry)
 
     def plan(self, alloc: Allocation, model_dir: Path | None = None) -> tuple[Placement, ServerPlan]:
+        """The placement and plan; on this machine every port of the plan is held until ``alloc`` is released."""
         where = self.placement(alloc, model_dir)
-        return where, plan(self.profile, where)
+        lease = alloc.hold(PortLease(f"pid {os.getpid()}: servebench run {self.run_id}, profile {self.profile.id}"))\
+            if where.probe_ports else None
+        return where, plan(self.profile, where, lease)
 
     def start(self, alloc: Allocation, model_dir: Path | None, sp: ServerPlan,
               before_servers: Callable[[deploy.Deployment], None] | None = None) -> deploy.Deployment:

@@ -28,6 +28,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from servebench.core.listeners import holder
 from servebench.recipe.flags import canonical
 from servebench.recipe.profile import Profile
 from servebench.recipe.topology import LAUNCHER_FLAGS, NodeRole
@@ -35,7 +36,7 @@ from servebench.server import frontends
 from servebench.server.environment import fill_flags, network_env, node_env
 from servebench.server.placement import DETECT_INTERFACES, Placement
 from servebench.server.steps import ClientSpec, Container
-from servebench.server.ports import PortAllocator
+from servebench.server.ports import PortAllocator, PortLease
 from servebench.tools import preamble_command
 
 
@@ -143,22 +144,25 @@ def topology_args(role: NodeRole, profile: Profile, where: Placement, ports: Por
     return []
 
 
-def allocator(profile: Profile, where: Placement) -> PortAllocator:
-    """The plan's port allocator; a port the recipe chooses (master-port, data-parallel-rpc-port) starts its kind."""
+def allocator(profile: Profile, where: Placement, lease: PortLease | None = None) -> PortAllocator:
+    """The plan's port allocator; a port the recipe chooses (master-port, data-parallel-rpc-port) is its kind's
+    first, exactly. ``lease``: where a plan on this machine holds its ports until the allocation is released."""
     bases = {kind: int(profile.flags.value(flag)) for kind, flag in (("master", "master-port"),
                                                                      ("dp_rpc", "data-parallel-rpc-port"))
              if str(profile.flags.value(flag) or "").isdigit()}
-    return PortAllocator(probe=where.probe_ports, offset=where.port_offset, bases=bases)
+    return PortAllocator(probe=where.probe_ports, offset=where.port_offset, bases=bases, lease=lease,
+                         describe=holder)
 
 
-def plan(profile: Profile, where: Placement) -> ServerPlan:
+def plan(profile: Profile, where: Placement, lease: PortLease | None = None) -> ServerPlan:
     """The processes, engines and health endpoints of ``profile`` placed on ``where``; the recipe's frontend
-    (servebench.server.frontends) says what differs between vLLM alone and Dynamo."""
+    (servebench.server.frontends) says what differs between vLLM alone and Dynamo. On this machine its ports are
+    held in ``lease``."""
     r, topo = profile.recipe, profile.topology
     if len(where.nodes) < topo.nodes:
         raise ValueError(f"{profile.id} needs {topo.nodes} nodes, placement has {len(where.nodes)}")
     front = frontends.of(r.frontend.type)
-    ports = allocator(profile, where)
+    ports = allocator(profile, where, lease)
     head = where.head
     api = ports.take("frontend", head)
     infra = front.infra(profile, where, ports)

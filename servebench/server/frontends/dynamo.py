@@ -48,14 +48,15 @@ class DynamoFrontend(Frontend):
         kv = _kv_events(profile, role, host, ports)
         if kv:
             argv += ["--kv-events-config", kv]
-        return WorkerLaunch(tuple(argv), {"DYN_SYSTEM_PORT": str(sysport)}, f"http://{host}:{sysport}/health",
+        bound = {"DYN_SYSTEM_PORT": str(sysport), "DYN_SYSTEM_HOST": host,   # the node's address, not every one
+                 "DYN_TCP_RPC_HOST": host}
+        return WorkerLaunch(tuple(argv), bound, f"http://{host}:{sysport}/health",
                             f"http://{host}:{sysport}/metrics")
 
     def front(self, profile, where, api, common_env, infra, preamble) -> list[ProcSpec]:
         r, head = profile.recipe, where.head
         env = fill_env(profile, where, 0, {**common_env, **(r.frontend.env or {})}, ("environment", "frontend.env"))
-        argv = [where.python, "-m", "dynamo.frontend", "--http-host",
-                "0.0.0.0" if profile.topology.nodes > 1 else head, "--http-port", str(api),
+        argv = [where.python, "-m", "dynamo.frontend", "--http-host", head, "--http-port", str(api),
                 *_frontend_args(r.frontend.args or {})]
         steps, needs = preamble(env)
         front = ProcSpec(0, "frontend", "frontend", tuple(argv), env, preamble=steps,
@@ -133,12 +134,12 @@ def _infra(where, port: dict[str, int]) -> list[ProcSpec]:
     head = where.head
     folder = where.folder                   # infra state is fresh per allocation: no member of an earlier run
     etcd = [*where.etcd, "--name", "servebench", "--data-dir", str(folder.etcd_data(where.job_id)),
-            "--listen-client-urls", f"http://0.0.0.0:{port['etcd']}",
+            "--listen-client-urls", f"http://{head}:{port['etcd']}",        # the head's address: what the nodes use
             "--advertise-client-urls", f"http://{head}:{port['etcd']}",
-            "--listen-peer-urls", f"http://0.0.0.0:{port['etcd-peer']}",
+            "--listen-peer-urls", f"http://{head}:{port['etcd-peer']}",
             "--initial-advertise-peer-urls", f"http://{head}:{port['etcd-peer']}",
             "--initial-cluster", f"servebench=http://{head}:{port['etcd-peer']}"]
-    nats = [*where.nats_server, "-js", "-p", str(port["nats"]), "-sd", str(folder.nats_data(where.job_id))]
+    nats = [*where.nats_server, "-js", "-a", head, "-p", str(port["nats"]), "-sd", str(folder.nats_data(where.job_id))]
     infra = Container(where.infra_image or where.image, where.mounts)      # srun gives every container step the mounts
     return [ProcSpec(0, "etcd", "infra", tuple(etcd), {}, where.infra_image, container=infra),
             ProcSpec(0, "nats", "infra", tuple(nats), {}, where.infra_image, container=infra)]

@@ -21,7 +21,7 @@ class VllmFrontend(Frontend):
         argv = [*where.vllm_serve, "--model", where.model, "--served-model-name", profile.served_model_name]
         health = None
         if role.rank == 0:
-            argv += ["--host", "0.0.0.0" if profile.topology.nodes > 1 else head, "--port", str(api)]
+            argv += ["--host", head, "--port", str(api)]      # the node's address: loopback on this machine
             health = f"http://{head}:{api}/health"
         return WorkerLaunch(tuple(argv), {}, health, f"http://{head}:{api}/metrics")
 
