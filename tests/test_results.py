@@ -247,3 +247,25 @@ def test_reusable_says_where_a_prior_came_from_or_why_there_is_none(catalog, tmp
     files.write(target, other)
     found = reusable(point, tmp_path)
     assert found.prior is None and found.source is None and "another recipe" in found.miss
+
+
+@pytest.mark.parametrize("ratio, server, ok, says", [
+    (1.0, True, True, "output tokens are 1.00x the server's own count (1 within 10.0%)"),
+    (0.5, True, False, "beyond 1 ± 10.0%: the server generated tokens no request of this point received"),
+    (None, True, False, "the server counted no output tokens during the point while aiperf received 405 successful "
+                        "requests: another server answered them"),
+    (1.0, False, False, "the server's counters could not be read around the point"),
+])
+def test_a_point_whose_server_did_not_count_its_requests_fails(catalog, ratio, server, ok, says):
+    """Two sessions measured each other's servers and passed: counters at 0 (ratio null), and one server for two
+    clients (ratio 0.5). The cross-check now decides the point."""
+    from servebench.results.model import parse
+    from servebench.results.verdict import judge
+    from tests.conftest import by_id
+    r = parse(json.loads((H200.parent / "h200-gpu-run/points/llama-770m-h200-vllm-c8.json").read_text()))
+    r = r.model_copy(update={"output_token_ratio": ratio, **({} if server else {"server": None})})
+    verdict = judge(r, by_id(catalog, "llama-770m-h200-vllm"))
+    (check,) = [c for c in verdict.checks if c.name == "own_server"]
+    assert check.ok is ok and says in check.message and verdict.passed is (ok and verdict.passed)
+    if not ok:
+        assert not verdict.passed

@@ -367,3 +367,58 @@ def test_a_cluster_jobs_ports_start_at_a_block_of_its_id():
     assert offset_for(False, None, "4242") == JOB_BLOCK * (4242 % 16) and offset_for(False, None, None) == 0
     assert offset_for(True, "gw2", "4242") == 2000             # this machine: the lease keeps sessions apart
     assert PortAllocator(offset=offset_for(False, None, "17")).take("frontend", "n1") == 8100
+
+
+@pytest.mark.parametrize("said, port", [
+    ("ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', PORT): address already in use",
+     True),
+    ("OSError: [Errno 98] Address already in use", False),       # no port in the line: the argv's --port
+    ("INFO 12-02 16:30:00 zmq.error.ZMQError: Address already in use (addr='tcp://*:PORT')", True),
+])
+def test_a_server_whose_port_was_taken_fails_in_one_line_naming_it_and_its_holder(tmp_path, said, port):
+    """vllm_slurm-c2 failed with `OSError: [Errno 98] Address already in use` as a traceback in the point's error."""
+    import os
+    import socket
+    import subprocess
+
+    from servebench.cluster.base import NodeProcess, ProcessDied
+    base = _free_block(1)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", base))
+        held.listen()
+        log = tmp_path / "frontend.log"
+        log.write_text("Traceback (most recent call last):\n  File ...\n" + said.replace("PORT", str(base)) + "\n")
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        proc = NodeProcess(0, "n1", "frontend", ["vllm", "serve", "--port", str(base)], log, dead, "frontend", False,
+                           "frontend", [], {})
+        message = str(ProcessDied(proc, here=True))
+    assert "\n" not in message and "Traceback" not in message, message
+    assert message.startswith(f"frontend on node n1 (rank 0) exited with code 0: port {base} is taken on node n1 by "
+                              f"pid {os.getpid()} (")
+    assert message.endswith(f"listening on 127.0.0.1:{base}: stop its holder or let servebench choose the port "
+                            f"(the whole log: {log})")
+
+
+def test_answering_names_the_deployment_whose_process_listens(tmp_path):
+    """Where the nodes are this machine, the process on the API port must carry this deployment's token."""
+    import os
+    import subprocess
+    import sys
+
+    from servebench.server.identity import TOKEN_ENV, answering
+    base = _free_block(1)
+    url = f"http://127.0.0.1:{base}"
+    assert answering(url, "mine") == f"nothing listens on port {base} here"
+    code = f"import socket,time; s=socket.socket(); s.bind(('127.0.0.1',{base})); s.listen(); print('up',flush=True); time.sleep(60)"
+    other = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, TOKEN_ENV: "theirs"},
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline().strip() == "up"
+        assert answering(url, "theirs") is None
+        said = answering(url, "mine")
+        assert said.startswith(f"port {base} is answered by pid {other.pid} (") and \
+            said.endswith(f"listening on 127.0.0.1:{base}, of deployment theirs: not this deployment's server (mine)")
+    finally:
+        other.kill()
+        other.wait()

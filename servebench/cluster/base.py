@@ -12,6 +12,7 @@ from typing import ClassVar
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -21,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servebench.core.listeners import holder
 from servebench.core.processes import stop_group
 from servebench.recipe.schema.cluster import ClusterSpec
 
@@ -33,10 +35,22 @@ class ClusterError(RuntimeError):
     """Allocation or launch failed; the message says what and where."""
 
 
+_IN_USE = re.compile(r"address already in use", re.I)
+_BIND = re.compile(r"""bind(?:ing)? (?:on|to) (?:address )?\(['"]?[\w.:\[\]-]*['"]?,\s*(\d{2,5})\)"""  # uvicorn
+                   r"""|(?:\*|\d+\.\d+\.\d+\.\d+|localhost|\]):(\d{2,5})\b""", re.I)             # host:port
+_PORT_FLAGS = ("--port", "--http-port", "-p")
+
+
 class ProcessDied(ClusterError):
-    def __init__(self, proc: "NodeProcess"):
+    """A launched process ended. The message is its one line and its log's tail; a process that died because a
+    port it binds was taken says that in one line instead, naming the port and, where the node is this machine,
+    the holder (its whole log stays in the file)."""
+
+    def __init__(self, proc: "NodeProcess", here: bool = False):
         self.proc = proc
-        super().__init__(f"{self.line}; last lines of {proc.log}:\n{proc.tail()}")
+        tail = proc.tail()
+        taken = port_taken(proc, tail, here)
+        super().__init__(f"{self.line}: {taken}" if taken else f"{self.line}; last lines of {proc.log}:\n{tail}")
 
     @property
     def line(self) -> str:
@@ -51,6 +65,22 @@ class ProcessDied(ClusterError):
             if sig is not None:
                 how = f"killed by {sig.name}" if code < 0 else f"{how} (signal {sig.value}: {sig.name})"
         return f"{self.proc.name} on node {self.proc.node} (rank {self.proc.rank}) {how}"
+
+
+def port_taken(proc: "NodeProcess", tail: str, here: bool) -> str | None:
+    """'port N is taken (by ...)' when the log says a bind failed with EADDRINUSE, else None."""
+    lines = [ln for ln in tail.splitlines() if _IN_USE.search(ln)]
+    if not lines:
+        return None
+    found = next((m.group(1) or m.group(2) for ln in lines for m in [_BIND.search(ln)] if m), None)
+    if found is None:
+        found = next((proc.argv[i + 1] for i, a in enumerate(proc.argv[:-1]) if a in _PORT_FLAGS), None)
+    port = int(found) if found and str(found).isdigit() else None
+    if port is None:
+        return f"a port it binds is taken (its log: {lines[-1].strip()[:160]}; the whole log: {proc.log})"
+    who = holder(port) if here else None
+    return (f"port {port} is taken on node {proc.node}" + (f" by {who}" if who else "") +
+            f": stop its holder or let servebench choose the port (the whole log: {proc.log})")
 
 
 @dataclass(frozen=True)
@@ -146,7 +176,7 @@ class Allocation(ABC):
         """Raise ProcessDied for the first launched process that is no longer running."""
         for proc in self.processes:
             if not proc.oneshot and not self.dry and not proc.alive():
-                raise ProcessDied(proc)
+                raise ProcessDied(proc, here=self.shares_host)
 
     def release(self) -> None:
         """Stop every process by tier (frontend and workers in parallel, then etcd/NATS), then give the nodes

@@ -128,6 +128,7 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
         if not idle:
             raise NotIdle(f"{point.id}: engines still busy after {m.idle_wait_s:.0f} s (profile.load.idle_wait_s); "
                           "the previous point's requests would leak into this one")
+        dep.check_answering()        # before the load: the server that answers is this deployment's own
         inv = generator.invocation(job_for(point, dep.plan, case, run_id))
         out_dir = inv.out_dir
         m.before = dep.counters()

@@ -42,6 +42,8 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
     checks.append(_check("successful", bool(req.successful),
                          f"{_count(req.successful)} successful requests of {_count(req.completed)} completed", why))
 
+    checks.append(own_server(result, g.token_ratio_tolerance))
+
     rate = req.error_rate
     causes = ", ".join(f"{k} {v}" for k, v in req.errors_by_cause.items()) or "none classified"
     counted = f"{_count(req.errors or 0)} of {_count(req.completed or 0)} requests"
@@ -87,6 +89,30 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                              "history"))
     return Verdict(passed=all(c.ok for c in checks), checks=checks, baseline=baseline_file,
                    judged_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def own_server(result: PointResult, tolerance: float) -> Check:
+    """The point measured its own server: the output tokens its load generator received are the server's own
+    counters' within ``tolerance`` (profile.gates.token_ratio_tolerance). With the server's own token counts (AIPerf's
+    --use-server-token-count) both count the same tokens; a server that counted none of them answered someone else
+    (another session's server on the same port), and a ratio of 0.5 is one server shared by two clients."""
+    ratio, gen = result.output_token_ratio, result.run.generator
+    if not result.requests.successful:
+        return Check(name="own_server", ok=True, message="no successful request to account for")
+    if result.server is None:
+        return Check(name="own_server", ok=False, message=(
+            "the server's counters could not be read around the point: nothing shows that its own server answered "
+            f"{gen}'s requests (README: faults)"))
+    if ratio is None:
+        return Check(name="own_server", ok=False, message=(
+            f"the server counted no output tokens during the point while {gen} received "
+            f"{_count(result.requests.successful)} successful requests: another server answered them"))
+    said = f"{gen}'s output tokens are {number(ratio, 'ratio')} the server's own count"
+    return _check("own_server", abs(ratio - 1) <= tolerance, f"{said} (1 within {_pct(tolerance)})",
+                  f"{said}, beyond 1 ± {_pct(tolerance)}: " + (
+                      "the server generated tokens no request of this point received (another client on the same "
+                      "server)" if ratio < 1 else "the client counted tokens the server never generated") +
+                  " (profile.gates.token_ratio_tolerance)")
 
 
 def steady_check(result: PointResult) -> Check:

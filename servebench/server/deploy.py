@@ -25,7 +25,7 @@ from servebench.core.poll import Done, PollTimeout, poll
 from servebench.core.results_folder import ProfileFolder
 from servebench.recipe.profile import Profile
 from servebench.server import counters as metrics
-from servebench.server import machine, readiness
+from servebench.server import identity, machine, readiness
 from servebench.server.containers import preamble_said, unmet_needs
 from servebench.server.plan import ServerPlan
 
@@ -52,10 +52,20 @@ class Deployment:
     notes: list[str] = field(default_factory=list)   # preamble steps not run, and why
     machine: list[dict] = field(default_factory=list)   # each host's record (servebench.server.machine)
     machine_extra: dict = field(default_factory=dict)   # a site's pytest_servebench_machine_info fields
+    token: str = ""                      # in every process's environment (servebench.server.identity)
 
     @property
     def log_dir(self) -> Path:
         return self.folder.logs
+
+    def check_answering(self) -> None:
+        """Where the nodes are this machine: ServerError (one line) unless the process listening on the API port is
+        one of this deployment's (servebench.server.identity)."""
+        if not self.allocation.shares_host or not self.token:
+            return
+        other = identity.answering(self.plan.api_url, self.token)
+        if other is not None:
+            raise ServerError(f"{self.profile.id}: {other}")
 
     def check(self) -> None:
         """Raise ProcessDied (with the node's log tail) if any server process has exited."""
@@ -118,6 +128,7 @@ def start(profile: Profile, plan: ServerPlan, allocation: Allocation, folder: Pr
     t0 = time.monotonic()
     wait_ready(dep, profile.recipe.health_check.timeout_seconds, profile.recipe.health_check.interval_seconds)
     dep.ready_seconds = time.monotonic() - t0
+    dep.check_answering()
     dep.notes += preamble_notes(dep)
     dep.versions = reported_versions(dep)
     check_identity(profile, dep.versions)
@@ -138,7 +149,8 @@ def prepare(profile: Profile, plan: ServerPlan, allocation: Allocation, folder: 
     unmet = unmet_needs(plan)
     if unmet:
         raise ServerError(f"{profile.id}: the plan cannot work as launched:\n" + "\n".join(unmet))
-    dep = Deployment(profile, plan, allocation, folder, tokenizer_dir=tokenizer_dir)
+    dep = Deployment(profile, plan, allocation, folder, tokenizer_dir=tokenizer_dir,
+                     token=identity.new_token(profile.id))
     for spec in plan.processes:
         if spec.role == "infra":
             _launch(dep, spec)
@@ -146,7 +158,8 @@ def prepare(profile: Profile, plan: ServerPlan, allocation: Allocation, folder: 
 
 
 def _launch(dep: Deployment, spec) -> NodeProcess:
-    proc = dep.allocation.launch(spec.rank, spec.name, list(spec.command), dict(spec.env), dep.folder.log(spec.name),
+    env = {**spec.env, identity.TOKEN_ENV: dep.token} if dep.token else dict(spec.env)
+    proc = dep.allocation.launch(spec.rank, spec.name, list(spec.command), env, dep.folder.log(spec.name),
                                  role=spec.role, oneshot=spec.oneshot, image=spec.image)
     dep.processes[spec.name] = proc
     return proc

@@ -68,6 +68,9 @@ class Gates(_Strict):
     allow_client_bound: StrictBool = False
     require_steady: StrictBool = Field(False, description="fail a point whose throughput never became stationary "
                                        "(Heidelberger-Welch) within its run; the verdict gives the drift")
+    token_ratio_tolerance: float = Field(
+        0.1, gt=0, lt=1, description="the client's output tokens over the server's counters during the point must be "
+        "1 within this (else the point measured another server, or shared its server with another client)")
     baseline_tolerance: float = Field(
         0.45, ge=0, lt=1, description="with --baseline: allowed drop of output tok/s per GPU (README: run-to-run noise)")
 
