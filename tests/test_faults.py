@@ -159,3 +159,27 @@ def test_the_install_says_one_line_per_component_and_keeps_pip_in_its_log():
     assert all(ln.startswith("install-servers: ") for ln in lines) and len(lines) == 4, lines
     assert sum("installing (log: .venvs/install-" in ln for ln in lines) == 2
     assert sum(ln.endswith(" s)") and ("up to date" in ln or "ready: " in ln) for ln in lines) == 2, lines
+
+
+def test_a_server_log_the_full_disk_cannot_take_is_not_copied_cut_and_says_so(tmp_path):
+    """On a full results disk the copy of a 19,813-byte server log was cut at 4,096 bytes, without a word."""
+    from types import SimpleNamespace
+
+    from servebench.plugin import keep_logs
+    if os.geteuid() != 0 or subprocess.run(["which", "mount"], capture_output=True).returncode:
+        pytest.skip("needs root and mount(8) for a small file system of its own")
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(small)], check=True)
+    try:
+        big, fits = tmp_path / "worker0.log", tmp_path / "frontend.log"
+        big.write_text("x" * 19_813)
+        fits.write_text("started\n")
+        case = ResultsFolder.at(small).case("p", "p-c1")
+        procs = [SimpleNamespace(name="frontend", rank=0, log=fits), SimpleNamespace(name="worker0", rank=0, log=big)]
+        missed = keep_logs(procs, case)
+        assert missed == [f"cannot write {case.server_log('worker0', 0)}: the disk is full; the original is still {big}"]
+        assert case.server_log("frontend", 0).read_text() == "started\n"          # what fits is kept whole
+        assert not case.server_log("worker0", 0).exists() and not list(case.server_logs.glob(".*.tmp"))
+    finally:
+        subprocess.run(["umount", "-l", str(small)], capture_output=True)

@@ -451,3 +451,23 @@ def test_the_local_slurm_daemons_listen_on_loopback_only(slurm):
     mine = [ln for ln in out.splitlines() if '"slurmctld"' in ln or '"slurmd"' in ln]
     assert len(mine) >= 5, out                      # slurmctld and four slurmd
     assert all(ln.split()[3].startswith("127.0.0.1:") for ln in mine), mine
+
+
+def test_a_second_start_uses_the_running_daemons_and_says_so(slurm):
+    """While one runs (its PID files there, or the controller's lost), a second `scripts/slurm-local start` starts no
+    second controller or munged, and says so; two at once wait on each other."""
+    start = [str(REPO / "scripts/slurm-local"), "start"]
+    count = lambda name: len(subprocess.run(["pgrep", "-x", name], capture_output=True, text=True).stdout.split())  # noqa: E731
+    both = [subprocess.Popen(start, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    said = [p.communicate(timeout=300)[0] for p in both]
+    assert [p.returncode for p in both] == [0, 0], said
+    assert all("slurm-local: already running (1 slurmctld pid" in s and "nothing started" in s for s in said), said
+    pidfile = Path("/var/lib/servebench-slurm/run/slurmctld.pid")
+    kept = pidfile.read_text()
+    pidfile.unlink()                                       # a controller whose PID file is gone is still found
+    try:
+        again = subprocess.run(start, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0 and "nothing started" in again.stdout, again.stdout + again.stderr
+    finally:
+        pidfile.write_text(kept)
+    assert (count("slurmctld"), count("munged"), count("slurmd")) == (1, 1, 4)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,29 @@ def write_atomic(path: Path | str, text: str) -> Path:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def copy_atomic(src: Path | str, dst: Path | str) -> Path:
+    """Copy ``src`` to ``dst`` whole or not at all: through a temporary file beside ``dst``, synced, then renamed
+    over it (a disk that fills midway leaves no cut copy behind: DiskError names the file and the cause)."""
+    dst = Path(dst)
+    tmp = None
+    fin = open(src, "rb")          # a source that cannot be read is its own error, not the disk's
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
+        with fin, os.fdopen(fd, "wb") as fout:
+            shutil.copyfileobj(fin, fout)
+            fout.flush()
+            os.fsync(fout.fileno())
+        shutil.copystat(src, tmp)
+        os.replace(tmp, dst)
+        return dst
+    except OSError as err:
+        fin.close()
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise DiskError(dst, err) from None
 
 
 def link_atomic(link: Path | str, target: str) -> Path:

@@ -24,6 +24,7 @@ import pytest
 from servebench.catalog.loader import load_clusters
 from servebench.cluster import Allocation, release_all
 from servebench.core.errors import ConfigError, Problem
+from servebench.core.files import DiskError, copy_atomic
 from servebench.core.results_folder import CaseFolder
 from servebench.plugin import hookspecs
 from servebench.plugin.session import ALLOCATION, NAME, ServebenchSession, of
@@ -142,17 +143,20 @@ def pytest_runtest_makereport(item: pytest.Item, call):
                 report.sections.append((f"{proc.name} on node {proc.node} exited ({proc.popen.returncode}); "
                                         f"tail of {proc.log}", proc.tail()))
         if case is not None:
-            _keep_logs(alloc, of(item.config).results.case(callspec.params["sb_profile"], case))
+            missed = keep_logs(alloc.processes, of(item.config).results.case(callspec.params["sb_profile"], case))
+            if missed:
+                report.sections.append(("server logs not copied into the case folder", "\n".join(missed)))
     return report
 
 
-def _keep_logs(alloc: Allocation, case: CaseFolder) -> None:
-    """A failing case keeps a copy of every server log as it was when it failed (the live logs go on)."""
-    import shutil
-
-    case.server_logs.mkdir(parents=True, exist_ok=True)
-    for proc in alloc.processes:
+def keep_logs(processes, case: CaseFolder) -> list[str]:
+    """A failing case keeps a copy of every server log as it was when it failed (the live logs go on), each copy
+    whole or not at all; returns a line for each log it could not copy (why, and where the original still is)."""
+    missed = []
+    for proc in processes:
         try:
-            shutil.copy2(proc.log, case.server_log(proc.name, proc.rank))
+            copy_atomic(proc.log, case.server_log(proc.name, proc.rank))
         except OSError as err:
             log.warning("could not keep %s: %s", proc.log, err)
+            missed.append(f"{err.strerror if isinstance(err, DiskError) else err}; the original is still {proc.log}")
+    return missed
