@@ -14,6 +14,7 @@ import pytest
 
 from servebench.core.results_folder import ResultsFolder
 from servebench.history.store import connect, runs
+from servebench.results import requests as request_file
 from tests.conftest import REPO, before_short_summary, copy_suite, edit
 
 pytestmark = pytest.mark.local
@@ -36,35 +37,51 @@ def session(where: Path, *args: str, **kw) -> subprocess.Popen:
                             start_new_session=True, **kw)
 
 
-def test_two_sessions_on_one_results_folder_keep_apart_and_both_reach_the_history(pytester):
-    """Two sessions started 3 s apart with the same --results-dir (two people on a login node using the default
-    results/): each writes its own run folder (points, manifest, summary, server logs), both runs and all their
-    points are in the one history, and `latest` names the one started last."""
+@pytest.mark.slurm
+def test_three_sessions_at_once_each_measure_their_own_server(pytester, slurm):
+    """Two local sessions and a Slurm-backed one on one machine, with the same --results-dir (two people on a login
+    node; scripts/test while scripts/bench runs). The second starts once the first's vLLM has bound its API port and
+    is still loading (it listens a minute later): before, its probe took that same port, and one session's load
+    generator replayed against the other's server and passed. Each now measures its own server: its own port, the
+    process on it carries its deployment's token, its server's log holds exactly its own requests, and the
+    server's counters account for its client's tokens; each writes its own run folder and all reach the history."""
     where = suite(pytester.path)
-    first = session(where, "-m", "local and not slurm", "-k", "tiny-llama-cpu-vllm-c1", "--results-dir", "out")
-    time.sleep(3)
-    second = session(where, "-m", "local and not slurm", "-k", "tiny-llama-cpu-vllm-c1", "--results-dir", "out")
-    outs = [p.communicate(timeout=600)[0] for p in (first, second)]
-    assert [p.returncode for p in (first, second)] == [0, 0], outs
+    local = ("-m", "local and not slurm", "-k", "tiny-llama-cpu-vllm-c1", "--results-dir", "out")
+    first = session(where, *local)
+    worker_logs = where / "out/runs"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not any(worker_logs.glob("*/tiny-llama-cpu-vllm/logs/worker0.log")):
+        time.sleep(0.5)
+    time.sleep(5)                                  # its server has its port and is loading the engine
+    second = session(where, *local)
+    third = session(where, "-m", "slurm", "-k", "vllm_slurm-c2", "--results-dir", "out")
+    outs = [p.communicate(timeout=900)[0] for p in (first, second, third)]
+    assert [p.returncode for p in (first, second, third)] == [0, 0, 0], outs
     run_dirs = sorted((where / "out/runs").iterdir())
-    assert len(run_dirs) == 2
+    assert len(run_dirs) == 3
     seen = []
     for run in run_dirs:
         folder = ResultsFolder.at(run)
-        point = json.loads(folder.point("tiny-llama-cpu-vllm-c1").read_text())
+        (case,) = [p.stem for p in folder.points.glob("*.json")]
+        profile = case.rsplit("-c", 1)[0]
+        point = json.loads(folder.point(case).read_text())
         manifest = json.loads(folder.manifest.read_text())
         assert point["identity"]["run_id"] == manifest["run_id"] == run.name
         assert point["verdict"]["passed"] and point["requests"]["successful"] > 0
+        (own,) = [c for c in point["verdict"]["checks"] if c["name"] == "own_server"]
+        assert own["ok"] and abs(point["output_token_ratio"] - 1) <= 0.1, own
         (alloc,) = manifest["allocations"]
-        worker_log = folder.profile("tiny-llama-cpu-vllm").log("worker0")
-        assert worker_log.read_text().count("Starting vLLM server on") == 1          # its own server, once
-        assert "tiny-llama-cpu-vllm-c1" in folder.summary.read_text()
-        seen.append((run.name, alloc["name"], worker_log.stat().st_ino))
-    assert all(len({s[i] for s in seen}) == 2 for i in (1, 2)), seen   # two allocations, two logs
-    assert os.readlink(where / "out/latest") == f"runs/{run_dirs[1].name}"   # the session started last
+        worker_log = folder.profile(profile).log("worker0")
+        text = worker_log.read_text()
+        assert text.count("Starting vLLM server on") == 1                              # its own server, once
+        sent = request_file.read(folder.case(profile, case).requests)
+        assert text.count('"POST /v1/chat/completions HTTP/1.1" 200') == len(sent)     # its requests, no other's
+        deployment = json.loads(folder.profile(profile).deployment.read_text())
+        seen.append((run.name, alloc["name"], worker_log.stat().st_ino, deployment["api_url"]))
+    assert all(len({s[i] for s in seen}) == 3 for i in (1, 2, 3)), seen   # three allocations, logs, API ports
     with connect(where / "out/history.sqlite", create=False) as con:
         stored = {r["run_id"]: r["points"] for r in runs(con)}
-    assert stored == {run_dirs[0].name: 1, run_dirs[1].name: 1}
+    assert stored == {run.name: 1 for run in run_dirs}
 
 
 READ_ONLY_AT_FINISH = '''

@@ -193,3 +193,31 @@ def test_retarget_keeps_the_shape(catalog):
     assert [f.check for f in found] == ["container image", "slurm options"]
     with pytest.raises(ConfigError, match="cluster slurm-local has 4 nodes x 1 GPUs"):
         retarget(prof, catalog.clusters["slurm-local"])
+
+
+@pytest.mark.parametrize("frontend", ["vllm", "dynamo"])
+def test_every_planned_server_binds_its_nodes_address_never_every_interface(catalog, frontend):
+    """etcd, NATS, the Dynamo frontend, vLLM's API server and the workers' side servers listened on 0.0.0.0; each now
+    binds the address of its node (loopback on this machine). Only vLLM's KV-event publisher keeps its wildcard
+    endpoint (vLLM connects, not binds, to any other)."""
+    from servebench.server.assembly import dry_plan
+    profiles = [p for p in catalog.profiles if p.recipe.frontend.type == frontend]
+    assert profiles
+    for prof in profiles:
+        where, sp = dry_plan(prof)
+        for proc in sp.processes:
+            words = [*proc.argv, *(str(v) for v in proc.env.values())]
+            assert not [w for w in words if "0.0.0.0" in w or "[::]" in w], (prof.id, proc.name, words)
+            assert not [w for w in words if "tcp://*" in w and "kv_cache_events" not in w], (prof.id, proc.name)
+            host = where.addresses[proc.rank]
+            if proc.name == "etcd":
+                assert proc.argv[proc.argv.index("--listen-client-urls") + 1].startswith(f"http://{host}:")
+                assert proc.argv[proc.argv.index("--listen-peer-urls") + 1].startswith(f"http://{host}:")
+            if proc.name == "nats":
+                assert proc.argv[proc.argv.index("-a") + 1] == host
+            if "--host" in proc.argv:
+                assert proc.argv[proc.argv.index("--host") + 1] == host
+            if "--http-host" in proc.argv:
+                assert proc.argv[proc.argv.index("--http-host") + 1] == host
+            if frontend == "dynamo" and proc.role == "worker":
+                assert proc.env["DYN_SYSTEM_HOST"] == proc.env["DYN_TCP_RPC_HOST"] == host

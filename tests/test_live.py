@@ -4,6 +4,7 @@ AIPerf runs. A fake server appears only for fault injection (500s, mid-stream di
 Skipped with the reason until scripts/install-servers has made .venvs/serve and .venvs/aiperf."""
 
 import dataclasses
+import ipaddress
 import json
 import re
 import shutil
@@ -107,6 +108,13 @@ def stream_chat(api: str, model: str) -> tuple[list[dict], str]:
     return chunks, last
 
 
+def listening_of(token: str) -> list:
+    """Every TCP socket a process of the deployment with ``token`` listens on (servebench.server.identity)."""
+    from servebench.core.listeners import environment_of, sockets
+    from servebench.server.identity import TOKEN_ENV
+    return [s for s in sockets() if s.listening and s.pid and environment_of(s.pid).get(TOKEN_ENV) == token]
+
+
 @pytest.fixture(scope="module")
 def vllm_server(catalog, tiny_model, tmp_path_factory):
     dep = start(profile(catalog, "vllm"), tmp_path_factory.mktemp("vllm"), tiny_model)
@@ -135,6 +143,16 @@ def test_real_server_streams_chat_and_its_counters_add_up(kind, catalog, tiny_mo
         assert delta.prefix_cache_queries == usage["prompt_tokens"] and delta.requests_succeeded == 1
         assert delta.external_prefix_cache_hits == 0 and delta.preemptions == 0     # no connector on CPU
         assert after[url].idle and after[url].engines == 1
+        # every socket its processes listen on is on loopback: nothing of the local backend is offered beyond it,
+        # but for Dynamo 1.6.1's direct-ZMQ event-plane publishers, which bind tcp://0.0.0.0:0 whatever it is told
+        # (docs/clusters.md: what listens where); each of them is named in its worker's log, and nothing else may be
+        heard = listening_of(dep.token)
+        assert any(s.port == int(dep.plan.api_url.rsplit(":", 1)[1]) for s in heard), heard
+        logs = "\n".join(p.log.read_text(errors="replace") for p in dep.processes.values())
+        event_plane = {int(port) for port in re.findall(r"ZMQ PUB transport bound .*?tcp://0\.0\.0\.0:(\d+)", logs)}
+        beyond = [s.describe() for s in heard if not ipaddress.ip_address(s.address).is_loopback and
+                  not (kind == "dynamo" and s.port in event_plane)]
+        assert beyond == [], beyond
     finally:
         if kind == "dynamo":
             dep.allocation.release()

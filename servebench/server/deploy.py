@@ -243,6 +243,6 @@ def check_identity(profile: Profile, versions: dict[str, str]) -> None:
 
 def dump(dep: Deployment, folder: ProfileFolder) -> Path:
     return write_json(folder.deployment, {"profile": dep.profile.id, "kind": dep.plan.kind, "api_url": dep.plan.api_url,
-                                          "ready_seconds": round(dep.ready_seconds, 1), "versions": dep.versions,
+                                          "token": dep.token, "ready_seconds": round(dep.ready_seconds, 1), "versions": dep.versions,
                                           "engines": [e.__dict__ for e in dep.plan.engines],
                                           "machine": dep.machine, "machine_extra": dep.machine_extra})

@@ -48,14 +48,14 @@ class DynamoFrontend(Frontend):
         kv = _kv_events(profile, role, host, ports)
         if kv:
             argv += ["--kv-events-config", kv]
-        bound = {"DYN_SYSTEM_PORT": str(sysport), "DYN_SYSTEM_HOST": host,   # the node's address, not every one
-                 "DYN_TCP_RPC_HOST": host}
-        return WorkerLaunch(tuple(argv), bound, f"http://{host}:{sysport}/health",
+        return WorkerLaunch(tuple(argv), {"DYN_SYSTEM_PORT": str(sysport), **bound_to(host)},
+                            f"http://{host}:{sysport}/health",
                             f"http://{host}:{sysport}/metrics")
 
     def front(self, profile, where, api, common_env, infra, preamble) -> list[ProcSpec]:
         r, head = profile.recipe, where.head
-        env = fill_env(profile, where, 0, {**common_env, **(r.frontend.env or {})}, ("environment", "frontend.env"))
+        env = fill_env(profile, where, 0, {**common_env, **bound_to(head), **(r.frontend.env or {})},
+                       ("environment", "frontend.env"))
         argv = [where.python, "-m", "dynamo.frontend", "--http-host", head, "--http-port", str(api),
                 *_frontend_args(r.frontend.args or {})]
         steps, needs = preamble(env)
@@ -91,6 +91,13 @@ class DynamoFrontend(Frontend):
         if code == 200 and isinstance(info, dict) and info.get("version"):
             return {"dynamo": str(info["version"])}
         return {}
+
+
+def bound_to(host: str) -> dict[str, str]:
+    """Where a Dynamo process binds its servers: the node's own address, never every interface (its system server,
+    the request plane, the response streams and the event plane; loopback on this machine)."""
+    return {name: host for name in ("DYN_SYSTEM_HOST", "DYN_TCP_RPC_HOST", "DYN_TCP_RESPONSE_STREAM_HOST",
+                                    "DYN_EVENT_PLANE_HOST")}
 
 
 def dynamo_requirements(profile) -> list[str]:
