@@ -2,6 +2,8 @@
 
 import dataclasses
 import json
+import os
+import shutil
 import subprocess
 import sys
 
@@ -15,7 +17,7 @@ from servebench.core.results_folder import CaseFolder
 from servebench.load import aiperf, traces
 from servebench.load.generator import LoadJob
 from servebench.server.assembly import dry_plan
-from tests.conftest import by_id, edit
+from tests.conftest import REPO, by_id, edit
 
 
 def job(prof, conc, case_dir, trace=None, sessions=None, tokenizer_dir=None) -> LoadJob:
@@ -177,3 +179,76 @@ def test_the_phase_clock_starts_when_the_series_saw_the_warm_up_end_not_at_the_n
     for at, done in ((1, 0), (5, 1), (8, 4), (9, 6)):
         p.observe(at, done)
     assert p.line(15, 10) == "profiling 7 s of ~20 s, 10 requests done"
+
+
+KIMI_LIKE = {
+    "tokenizer_config.json": '{"tokenizer_class": "KimiLikeTokenizer", "auto_map": {"AutoTokenizer": '
+                             '["tokenization_kimi.KimiLikeTokenizer", null]}}',
+    "tokenization_kimi.py": "from transformers import PreTrainedTokenizer\n"
+                            "from .tool_declaration_ts import encode_tools\n\n\n"
+                            "class KimiLikeTokenizer(PreTrainedTokenizer):\n"
+                            "    def __init__(self, **kw):\n"
+                            "        self.vocab = {'a': 0, 'b': 1}\n"
+                            "        super().__init__(**kw)\n\n"
+                            "    @property\n"
+                            "    def vocab_size(self):\n"
+                            "        return len(self.vocab)\n\n"
+                            "    def get_vocab(self):\n"
+                            "        return dict(self.vocab)\n\n"
+                            "    def _tokenize(self, text):\n"
+                            "        return [c for c in encode_tools(text) if c in self.vocab]\n\n"
+                            "    def _convert_token_to_id(self, token):\n"
+                            "        return self.vocab[token]\n\n"
+                            "    def _convert_id_to_token(self, i):\n"
+                            "        return 'ab'[i]\n",
+    "tool_declaration_ts.py": "from .ts_helpers import lower\n\n\ndef encode_tools(text):\n    return lower(text)\n",
+    "ts_helpers.py": "def lower(text):\n    return text.lower()\n",
+    "tiktoken.model": "YQ== 0\nYg== 1\n",
+    "config.json": "{}",
+    "unrelated.py": "raise SystemExit('never copied')\n",
+}
+
+
+@pytest.mark.local
+def test_a_remote_code_tokenizer_keeps_the_modules_it_imports_and_loads_offline(tmp_path):
+    """Kimi's tokenization module does `from .tool_declaration_ts import ...`; the copy kept only the files the
+    auto-map names, and transformers 4.57 raised OSError ... couldn't find them in the cached files. Loaded here
+    offline, from the cache alone, by the load generator's own transformers."""
+    aiperf_python = REPO / ".venvs/aiperf/bin/python"
+    src = tmp_path / "model"
+    src.mkdir()
+    for name, text in KIMI_LIKE.items():
+        (src / name).write_text(text)
+    done = tokenizer_cache(src, tmp_path / "hf", "kimi")
+    assert done.returncode == 0, done.stderr
+    repo = tmp_path / "hf/hub/models--local--kimi"
+    snap = repo / "snapshots" / (repo / "refs/main").read_text()
+    assert {"tokenization_kimi.py", "tool_declaration_ts.py", "ts_helpers.py"} <= {p.name for p in snap.iterdir()}
+    assert not (snap / "unrelated.py").exists()
+    if not aiperf_python.exists():
+        pytest.skip("run scripts/install-servers (the load generator's transformers loads the copy)")
+    code = ("from transformers import AutoTokenizer; "
+            "t = AutoTokenizer.from_pretrained('local/kimi', trust_remote_code=True); print(t.tokenize('AbBa'))")
+    env = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    shutil.rmtree(src)                                  # the cache alone
+    loaded = subprocess.run([str(aiperf_python), "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert loaded.returncode == 0 and loaded.stdout.strip() == "['a', 'b', 'b', 'a']", loaded.stderr[-2000:]
+
+
+def test_clients_filling_one_cache_at_once_all_get_a_whole_snapshot(tmp_path):
+    """Three concurrent copies into one shared cache failed 9 times in 24 on the fixed `<digest>.tmp` name."""
+    from servebench.tools import TOKENIZER_CACHE
+    src = tmp_path / "model"
+    src.mkdir()
+    for name, text in KIMI_LIKE.items():
+        (src / name).write_text(text * 200)
+    for round_ in range(3):
+        cache = tmp_path / f"hf{round_}"
+        runs = [subprocess.Popen([sys.executable, str(TOKENIZER_CACHE), str(src), str(cache), "kimi"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]
+        outs = [p.communicate(timeout=60) for p in runs]
+        assert [p.returncode for p in runs] == [0] * 8, outs
+        snaps = list((cache / "hub/models--local--kimi/snapshots").iterdir())
+        assert len(snaps) == 1 and not [s for s in snaps if s.name.endswith(".tmp")]
+        assert sorted(p.name for p in snaps[0].iterdir()) == sorted(n for n in KIMI_LIKE if n != "unrelated.py")

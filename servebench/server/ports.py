@@ -20,6 +20,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from servebench.core.listeners import listening
 
@@ -80,14 +81,23 @@ class PortLease:
         if not self.folder.is_dir():
             self.folder.mkdir(parents=True, exist_ok=True)
             os.chmod(self.folder, 0o1777)       # every user's sessions, as /tmp itself
-        fd = os.open(self._path(port), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fd = os.open(self._path(port), os.O_RDWR | os.O_CREAT, 0o666)
+            writable = True
+        except PermissionError:                 # another user's file: a lock needs no write access
+            fd, writable = os.open(self._path(port), os.O_RDONLY), False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             return False
-        os.ftruncate(fd, 0)
-        os.write(fd, self.holder.encode())
+        if writable:
+            try:
+                os.fchmod(fd, 0o666)            # the next session may be another user's
+            except PermissionError:
+                pass
+            os.ftruncate(fd, 0)
+            os.write(fd, self.holder.encode())
         self._held[port] = fd
         return True
 
@@ -134,7 +144,7 @@ class PortAllocator:
     offset: int = 0
     bases: dict[str, int] = field(default_factory=dict)     # a recipe's own choice of a kind's first port
     lease: PortLease | None = None                          # probe: where the ports handed out are held
-    describe: "object" = None                               # probe: port -> who has bound it here (or None)
+    describe: Callable[[int], str | None] | None = None     # probe: port -> who has bound it here (or None)
     _next: dict[tuple[str, str], int] = field(default_factory=dict)
     _given: dict[tuple[str, str, str], int] = field(default_factory=dict)
     _used: set[tuple[str, int]] = field(default_factory=set)        # (slot, port) handed out, whatever the kind
@@ -184,7 +194,7 @@ class PortAllocator:
     def holder(self, port: int) -> str:
         """Who has ``port`` here: another session's lease, else the process bound to it (``describe``)."""
         held = self.lease.holder_of(port) if self.lease is not None else None
-        found = self.describe(port) if held is None and callable(self.describe) else None
+        found = self.describe(port) if held is None and self.describe is not None else None
         return held or found or "a process this session cannot see"
 
     def given(self) -> dict[str, int]:
