@@ -221,3 +221,31 @@ def test_every_planned_server_binds_its_nodes_address_never_every_interface(cata
                 assert proc.argv[proc.argv.index("--http-host") + 1] == host
             if frontend == "dynamo" and proc.role == "worker":
                 assert proc.env["DYN_SYSTEM_HOST"] == proc.env["DYN_TCP_RPC_HOST"] == host
+
+
+def test_a_port_the_plan_gives_a_node_that_another_job_holds_is_refused_before_the_servers(catalog):
+    """On a cluster node shared by two jobs the fixed ports clashed; the node's preflight now binds each port the
+    plan gives its servers (etcd/NATS, started before it, aside) and names the holder of one that is taken."""
+    import socket
+    import sys
+
+    from servebench.server.assembly import dry_plan
+    from servebench.server.preflight import requests
+    from servebench.tools import PREFLIGHT
+    (prof,) = [p for p in catalog.profiles if p.id.endswith("-dep_offload") and p.cluster.name == "gb200-nv"]
+    where, sp = dry_plan(prof)
+    reqs = requests(prof, sp, where)
+    kinds = {p["kind"] for p in reqs[0]["ports"]}
+    assert {"frontend", "system", "dp_rpc"} <= kinds and not kinds & {"etcd", "etcd_peer", "nats"}
+    assert {p["port"] for p in reqs[0]["ports"]} == {p for _, h, p in sp.ports if h == where.addresses[0]} - \
+        {p for w, _, p in sp.infra} - {p for k, _, p in sp.ports if k == "etcd_peer"}
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        req = {"node": "n1", "rank": 0, "ports": [{"kind": "frontend", "port": port}]}
+        done = subprocess.run([sys.executable, str(PREFLIGHT), json.dumps(req)], capture_output=True, text=True,
+                              timeout=60)
+    (problem,) = json.loads(done.stdout.splitlines()[-1])["problems"]
+    assert problem["kind"] == "ports" and problem["message"].startswith(f"port {port} (frontend) is taken on this node")
+    assert "unpin it" in problem["fix"]

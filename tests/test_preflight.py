@@ -121,3 +121,4 @@ def test_a_hardware_run_preflights_first_and_starts_no_server(slurm, serve_venv,
     assert "preflight0.log" in logs and not any(n.startswith(("frontend", "worker")) for n in logs)
     assert squeue("kimi-k3") == [] and squeue("-tp") == []
     assert processes_with(str(out)) == []
+

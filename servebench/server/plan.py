@@ -88,6 +88,7 @@ class ServerPlan:
     expected_instances: int      # Dynamo: `generate` instances the frontend must list; vLLM: API servers
     infra: tuple[tuple[str, str, int], ...] = ()   # (what, host, port) of etcd / NATS, when the plan starts them
     client: ClientSpec | None = None               # where the load generator runs (Placement.client)
+    ports: tuple[tuple[str, str, int], ...] = ()   # (kind, host, port) of every port the plan gives a process
 
     @property
     def metrics_urls(self) -> list[str]:
@@ -200,7 +201,7 @@ def plan(profile: Profile, where: Placement, lease: PortLease | None = None) -> 
     procs[:0] = front.front(profile, where, api, common_env, infra_ports, lambda e: preamble(profile, where, e))
     return ServerPlan(front.name, profile.served_model_name, f"http://{head}:{api}", tuple(procs), tuple(engines),
                       tuple(health), front.expected_instances(profile),
-                      tuple((w, h, p) for w, h, p in infra if w != "etcd-peer"), where.client)
+                      tuple((w, h, p) for w, h, p in infra if w != "etcd-peer"), where.client, tuple(ports.handed))
 
 
 def preamble(profile: Profile, where: Placement, env: dict) -> tuple[tuple[dict, ...], frozenset[str]]:

@@ -148,6 +148,7 @@ class PortAllocator:
     _next: dict[tuple[str, str], int] = field(default_factory=dict)
     _given: dict[tuple[str, str, str], int] = field(default_factory=dict)
     _used: set[tuple[str, int]] = field(default_factory=set)        # (slot, port) handed out, whatever the kind
+    handed: list[tuple[str, str, int]] = field(default_factory=list)  # (kind, host, port) of every port handed out
 
     def take(self, kind: str, host: str, count: int = 1, key: str = "") -> int:
         """The first of ``count`` consecutive ports of ``kind`` on ``host``. With ``key``, the same key gets the
@@ -168,6 +169,7 @@ class PortAllocator:
                 raise RuntimeError(f"no free {kind} port near {first} on this machine")
         self._next[(kind, slot)] = port + count
         self._used.update((slot, p) for p in range(port, port + count))
+        self.handed += [(kind, host, p) for p in range(port, port + count)]
         if key:
             self._given[(kind, host, key)] = port
         return port

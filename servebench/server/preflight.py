@@ -137,14 +137,21 @@ def requests(profile: Profile, sp: ServerPlan, where: Placement) -> dict[int, di
     gpus = min(profile.cluster.gpus_per_node, topo.gpus) if profile.cluster.kind == "gpu" else 0
     front = sp.frontend
     every_component = frontends.every_component()     # a pin of another frontend's component is not checked here
+    infra_kinds = {"etcd", "etcd_peer", "nats"}           # started before preflight: in use by then, as planned
+    first_on = {}                                          # a host's ports are checked once, by its first rank
+    for rank in range(topo.nodes):
+        first_on.setdefault(where.addresses[rank], rank)
     out = {}
     for rank in range(topo.nodes):
+        host = where.addresses[rank]
+        node_ports = [{"kind": k, "port": p} for k, h, p in sp.ports
+                      if h == host and k not in infra_kinds and first_on[host] == rank]
         mine = [p for p in sp.processes if p.rank == rank and entrypoint(p, front)]
         parse = [{"id": p.name, "entrypoint": entrypoint(p, front)[0], "args": entrypoint(p, front)[1]}
                  for p in mine]
         out[rank] = {"node": where.nodes[rank], "rank": rank, "paths": paths, "gpus": gpus,
                      "imports": sorted({front.entrypoints[e["entrypoint"]] for e in parse}), "parse": parse,
-                     "objects": objects, "interfaces": interfaces, "endpoints": endpoints,
+                     "objects": objects, "interfaces": interfaces, "endpoints": endpoints, "ports": node_ports,
                      "versions": {k: v for k, v in profile.recipe.identity.frameworks.items()
                                   if k in front.components or k not in every_component}}
     return out

@@ -6,7 +6,7 @@ mounts, the environment, filled templates): seconds of checks before any weights
 
 REQUEST (written by servebench.server.preflight) names what to check; the answer is one JSON object on the last line
 of stdout: {"node", "rank", "problems": [{"kind", "check", "message", "fix"}], "notes": [...], "seconds"}.
-Problem kinds: import, flags, object, model, setup, image, gpus, network, infra. Stand-alone on purpose: it
+Problem kinds: import, flags, object, model, setup, image, gpus, network, infra, ports. Stand-alone on purpose: it
 runs with the node's interpreter, where servebench itself is not installed.
 """
 
@@ -181,6 +181,33 @@ def check_endpoints(req: dict, rep: Report, wait_s: float = 20.0) -> None:
                 time.sleep(0.5)
 
 
+def port_holder(port: int) -> str:
+    """Who listens on ``port`` here, as `ss` says (the node's own tool; '' where it cannot tell)."""
+    try:
+        out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    line = out.strip().splitlines()[0] if out.strip() else ""
+    return f" by {' '.join(line.split()[3:])}" if line else ""
+
+
+def check_ports(req: dict, rep: Report) -> None:
+    """The ports the plan gives this node's servers are free here (another job on the node may hold one): a server
+    that finds its port taken would die a minute into its start, or another job's server would answer."""
+    for item in req.get("ports", []):
+        port = int(item["port"])
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("0.0.0.0", port))
+                continue
+            except OSError as exc:
+                why = exc.strerror or str(exc)
+        rep.problem("ports", f"port {port}", f"port {port} ({item['kind']}) is taken on this node{port_holder(port)}"
+                    f" ({why})", "stop its holder; a port the recipe pins must be free on every node (or unpin it: "
+                    "servebench then chooses one from the job's own block)")
+
+
 def main() -> None:
     start = time.monotonic()
     arg = sys.argv[1]
@@ -191,6 +218,7 @@ def main() -> None:
     check_gpus(request, rep)
     check_network(request, rep)
     check_endpoints(request, rep)
+    check_ports(request, rep)
     broken = check_imports(request, rep)
     check_objects(request, rep)
     check_parsers(request, rep, broken)
