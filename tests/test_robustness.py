@@ -102,3 +102,14 @@ def test_the_command_file_pastes_back_into_a_shell(tmp_path):
     assert shlex.split(line) == argv
     again = subprocess.run(["sh", "-c", line], capture_output=True, text=True)
     assert again.stdout.strip() == repr(argv[3:])
+
+
+@pytest.mark.parametrize("reason, never", [
+    ("PartitionNodeLimit", True), ("InvalidAccount", True), ("QOSMaxNodePerJobLimit", True),
+    ("ReqNodeNotAvail, Reserved for maintenance", False),   # a reservation ends: the job waits, it is not cancelled
+    ("ReqNodeNotAvail, UnavailableNodes:n[1-2]", False), ("Resources", False), ("Priority", False),
+])
+def test_a_transient_pending_reason_waits_and_a_hopeless_one_cancels(reason, never):
+    from servebench.cluster.slurm import never_starts
+    assert never_starts("PENDING", reason) is never
+    assert never_starts("RUNNING", reason) is False

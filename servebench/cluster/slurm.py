@@ -24,10 +24,15 @@ log = logging.getLogger(__name__)
 # Job states after which a job never runs again (squeue forgets them; sacct keeps them).
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
          "DEADLINE", "REVOKED", "SPECIAL_EXIT")
-# Pending reasons that never resolve by waiting.
+# Pending reasons that never resolve by waiting. Not ReqNodeNotAvail: nodes drained, down or reserved for maintenance
+# come back (the job waits, and a timeout says the reason it waited on).
 NEVER_SCHEDULED = ("PartitionNodeLimit", "PartitionConfig", "BadConstraints", "InvalidAccount", "InvalidQOS",
-                   "PartitionDown", "PartitionInactive", "AssocMaxNodesPerJobLimit", "QOSMaxNodePerJobLimit",
-                   "ReqNodeNotAvail")
+                   "PartitionDown", "PartitionInactive", "AssocMaxNodesPerJobLimit", "QOSMaxNodePerJobLimit")
+
+
+def never_starts(state: str, reason: str) -> bool:
+    """Whether a job in ``state`` pending for ``reason`` can never start, so that waiting is pointless."""
+    return state == "PENDING" and any(reason.startswith(r) for r in NEVER_SCHEDULED)
 
 
 def _run(argv: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess:
@@ -253,7 +258,7 @@ class SlurmBackend(Backend):
                 return Done(nodes)
             if state.split()[0] in ENDED:
                 raise ClusterError(f"job {job_id} ended ({state}) before it ran (see `scontrol show job {job_id}`)")
-            if state == "PENDING" and any(reason.startswith(r) for r in NEVER_SCHEDULED):
+            if never_starts(state, reason):
                 raise ClusterError(f"job {job_id} can never start: pending with reason {reason} "
                                    "(more nodes or GPUs than the partition has?)")
             return f"{state} ({reason})"
