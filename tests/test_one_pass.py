@@ -133,3 +133,25 @@ def test_extends_lists_compose_in_order_and_blame_the_file_that_wrote_a_value(re
     shutil.rmtree(recipes / "presets")
     with pytest.raises(ConfigError, match="seed-harness.yaml does not exist"):
         Catalog.load(recipes)
+
+
+@pytest.mark.parametrize("old, new, key, placeholder", [
+    ("    cache: /mnt/lustre01/users-public/sa-shared/servebench/cache", "    cache: ${SCRATCH}/servebench/cache",
+     "runtime.client.cache", "${SCRATCH}"),
+    ("  container_mounts:                      # more staged data every container sees (host -> inside)\n",
+     "  container_mounts:\n    $HOME/models/extra: /models/extra\n", "runtime.container_mounts.$HOME/models/extra",
+     "$HOME"),
+])
+def test_a_placeholder_in_a_cluster_files_path_is_refused_naming_the_key(recipes, old, new, key, placeholder):
+    """`${VAR}` in a cluster's cache, mount or model paths passed silently and named a path no node has."""
+    edit(recipes / "clusters/gb200-nv.yaml", old, new)
+    with pytest.raises(ConfigError) as err:
+        Catalog.load(recipes)
+    (line,) = [ln for ln in str(err.value).splitlines() if f": {key}: " in ln]
+    assert line.startswith(str(recipes / "clusters/gb200-nv.yaml") + ":")
+    assert f"literal placeholder {placeholder} in " in line and "(fix: write the path itself)" in line
+
+
+def test_a_node_local_folder_keeps_its_node_placeholder(catalog):
+    """slurm.node_local's {node} is the backend's to fill: not refused (the local Slurm's own cluster file uses it)."""
+    assert any("{node}" in v for c in catalog.clusters.values() for v in c.slurm.node_local.values())

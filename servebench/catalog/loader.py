@@ -54,9 +54,43 @@ def load_cluster(path: Path) -> ClusterSpec:
                                         f"{who_expands(found)}; a cluster file's values reach every process as written",
                                         "write the value itself (an interface set to null is detected on each node)",
                                         yamlio.line_of(env, key)))
+    problems += path_placeholder_problems(path, data)
     if problems:
         raise ConfigError(problems)
     return spec
+
+
+# A cluster file's path-valued keys: each reaches a node as one literal argument (never through a shell), so a
+# placeholder in one names a path that does not exist. slurm.node_local's values take {node} (the backend fills it).
+PATH_KEYS = ("runtime.python", "runtime.vllm_serve", "runtime.model_paths", "runtime.container_model_dir",
+             "runtime.container_mounts", "runtime.infra.image", "runtime.infra.etcd", "runtime.infra.nats_server",
+             "runtime.client.python", "runtime.client.executable", "runtime.client.cache", "runtime.client.tmpdir",
+             "runtime.client.image", "slurm.node_local")
+FILLED = {"slurm.node_local": ("{node}",)}
+
+
+def path_placeholder_problems(path: Path, data: dict) -> list[Problem]:
+    """A placeholder (``${SCRATCH}``, ``$HOME``, ``{user}``) in any path-valued key of a cluster file: nothing
+    expands it, so a cache, mount, model or interpreter path would be taken literally on the nodes."""
+    problems = []
+    for dotted in PATH_KEYS:
+        node: object = data
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or leaf not in node:
+            continue
+        value = node[leaf]
+        items = [(f"{dotted}.{k}", t) for k, v in value.items() for t in (k, v)] if isinstance(value, dict) else \
+            [(f"{dotted}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list) else [(dotted, value)]
+        for where, text in items:
+            found = [ph for ph in placeholders(text) if ph not in FILLED.get(dotted, ())] \
+                if isinstance(text, str) else []
+            if found:
+                problems.append(Problem(str(path), where, f"literal placeholder {', '.join(found)} in {text!r}: "
+                                        f"{who_expands(found)}; a cluster file's paths reach the nodes as written",
+                                        "write the path itself", yamlio.line_of(node, leaf)))
+    return problems
 
 
 def backend_option_problems(path: Path, data: dict, spec: ClusterSpec) -> list[Problem]:
@@ -263,4 +297,9 @@ LOAD_CHECKS: dict[str, tuple[str, str]] = {
         'an absolute path, a path leaving the recipes folder, a cycle however it is spelled '
         '(`../gb200/tp.yaml`); the error names the `extends:` line',
         'servebench.recipe.layering'),
+    'cluster placeholders': (
+        'a `${VAR}`, `$VAR` or `{name}` in a cluster file\'s environment values or its path-valued keys (interpreters, '
+        'model paths, mounts, the client\'s cache and folders): nothing expands them, so the nodes would get them '
+        'verbatim',
+        'servebench.catalog.loader.path_placeholder_problems'),
 }
