@@ -339,3 +339,18 @@ def test_a_dram_overflow_is_one_problem_with_advice_that_fits_it(recipes):
     dram = [p for p in problems(recipes) if "DRAM" in p.message or "CPU KV pool" in p.message]
     assert len(dram) == 1, [p.message for p in dram]
     assert dram[0].fix == "use at most 128 GiB per rank"
+
+
+def test_a_text_parsed_again_is_a_copy_of_its_own_and_its_problems_name_its_own_file():
+    """yamlio parses a text once (catalogs are loaded again and again): each caller still gets its own document, with
+    its lines, and a duplicate key is named in the file it was read from."""
+    from servebench.core import yamlio
+    text = "a:\n  b: [1, 2]\n  c: x\n"
+    first, _ = yamlio.parse_lenient(text, "one.yaml")
+    first["a"]["b"].append(3)
+    second, problems = yamlio.parse_lenient(text, "two.yaml")
+    assert second == {"a": {"b": [1, 2], "c": "x"}} and problems == []
+    assert yamlio.line_of(second["a"], "c") == 3
+    twice = "k: 1\nk: 2\n"
+    assert [p.file for p in yamlio.parse_lenient(twice, "x.yaml")[1]] == ["x.yaml"]
+    assert [p.file for p in yamlio.parse_lenient(twice, "y.yaml")[1]] == ["y.yaml"]

@@ -8,6 +8,7 @@ flag written twice the fix shows the two merged.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,7 +164,38 @@ def parse(text: str, label: str) -> Any:
 
 def parse_lenient(text: str, label: str) -> tuple[Any, list[Problem]]:
     """The document as it would run (the last of a duplicated key wins) and every duplicate key as a problem, so
-    what parsed can still be judged; ConfigError for what does not parse at all."""
+    what parsed can still be judged; ConfigError for what does not parse at all. Parsing is pure, so the same text
+    is parsed once (a catalog is loaded again and again by its tests and commands): each caller gets its own copy."""
+    clean = _clean(text)
+    if clean is not None:
+        return _copy(clean[0]), []
+    return _parsed(text, label)
+
+
+def _copy(data: Any) -> Any:
+    """A caller's own copy of a parsed document: its mappings and lists new, its scalars (immutable) shared."""
+    if isinstance(data, _Lines):
+        out = _Lines((k, _copy(v)) for k, v in data.items())
+        out.lines = data.lines
+        return out
+    if isinstance(data, dict):
+        return {k: _copy(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_copy(v) for v in data]
+    return data
+
+
+@functools.lru_cache(maxsize=512)
+def _clean(text: str) -> tuple[Any] | None:
+    """The document of a text that parses without a problem (whatever file it came from), else None."""
+    try:
+        data, problems = _parsed(text, "")
+    except ConfigError:
+        return None
+    return None if problems else (data,)
+
+
+def _parsed(text: str, label: str) -> tuple[Any, list[Problem]]:
     loader = _StrictLoader(text)
     try:
         data = loader.get_single_data()
