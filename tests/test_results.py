@@ -252,8 +252,9 @@ def test_reusable_says_where_a_prior_came_from_or_why_there_is_none(catalog, tmp
 @pytest.mark.parametrize("ratio, server, ok, says", [
     (1.0, True, True, "output tokens are 1.00x the server's own count (1 within 10.0%)"),
     (0.5, True, False, "beyond 1 ± 10.0%: the server generated tokens no request of this point received"),
-    (None, True, False, "the server counted no output tokens during the point while aiperf received 405 successful "
-                        "requests: another server answered them"),
+    (None, "idle", False, "the server counted no output tokens during the point while aiperf received 405 "
+                          "successful requests: another server answered them"),
+    (None, True, True, "not cross-checked: aiperf reported no output tokens per request"),   # a site's generator
     (1.0, False, False, "the server's counters could not be read around the point"),
 ])
 def test_a_point_whose_server_did_not_count_its_requests_fails(catalog, ratio, server, ok, says):
@@ -263,9 +264,36 @@ def test_a_point_whose_server_did_not_count_its_requests_fails(catalog, ratio, s
     from servebench.results.verdict import judge
     from tests.conftest import by_id
     r = parse(json.loads((H200.parent / "h200-gpu-run/points/llama-770m-h200-vllm-c8.json").read_text()))
-    r = r.model_copy(update={"output_token_ratio": ratio, **({} if server else {"server": None})})
+    idle = r.server.model_copy(update={"generation_tokens": 0.0})
+    r = r.model_copy(update={"output_token_ratio": ratio,
+                             **({"server": None} if not server else {"server": idle} if server == "idle" else {})})
     verdict = judge(r, by_id(catalog, "llama-770m-h200-vllm"))
     (check,) = [c for c in verdict.checks if c.name == "own_server"]
     assert check.ok is ok and says in check.message and verdict.passed is (ok and verdict.passed)
     if not ok:
         assert not verdict.passed
+
+
+def test_a_generator_that_reports_no_output_tokens_is_not_taken_for_another_server(catalog):
+    """A site's generator without per-request token counts: the ratio is unknown (not 0.0, which read as 'the server
+    generated tokens no request received'), and the result says the cross-check could not be made."""
+    from dataclasses import replace
+
+    from servebench.load.aiperf import records as aiperf_records
+    from servebench.load.measure import Measurement
+    from servebench.results.build import build
+    from tests.conftest import by_id
+    from servebench.catalog.points import Point
+    from servebench.core.results_folder import ResultsFolder
+    from servebench.server.counters import Snapshot
+    rec = aiperf_records.read(H200.parent / "h200-gpu-run/aiperf/vllm-c8")
+    blind = replace(rec, requests=tuple(replace(q, output_tokens=None) for q in rec.requests))
+    prof = by_id(catalog, "llama-770m-h200-vllm")
+    before = Snapshot()
+    after = replace(before, generation_tokens=50_000.0, requests_succeeded=400.0)
+    for records, ratio in ((rec, False), (blind, True)):
+        m = Measurement(Point(prof, 8), ResultsFolder.at("/tmp/x").case(prof.id, "c"), "r", "aiperf", records,
+                        before=before, after=after)
+        r = build(m)
+        assert (r.output_token_ratio is None) is ratio
+        assert any("reported no output tokens per request" in p for p in r.run.problems) is ratio

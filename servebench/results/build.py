@@ -74,8 +74,12 @@ def build(m: Measurement) -> PointResult:
         # after it, so no window edge splits a request (a short point's warm-up tokens sit right at the measured
         # window's start, and a 1 s scrape moved a 500-token ratio by 5% either way)
         whole = (m.after - m.before).generation_tokens
-        counted = sum(r.output_tokens or 0 for r in rec.requests if r.ok)
-        token_ratio = (counted / whole) if whole else None
+        reported = [r.output_tokens for r in rec.requests if r.ok and r.output_tokens is not None]
+        counted = sum(reported)
+        token_ratio = (counted / whole) if whole and (reported or not any(r.ok for r in rec.requests)) else None
+        if whole and not reported and any(r.ok for r in rec.requests):
+            problems.append(f"{rec.generator} reported no output tokens per request: the point's own-server "
+                            "cross-check (client against server tokens) cannot be made")
 
     return PointResult.model_validate({
         "schema_version": SCHEMA_VERSION,
