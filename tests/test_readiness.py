@@ -85,6 +85,15 @@ def test_vllm_serve_readiness(catalog):
     prof = by_id(catalog, "tiny-llama-cpu-vllm")
     sp = plan(prof, dry_placement(prof))
     assert readiness.urls(sp) == [*sp.health_urls, f"{sp.api_url}/v1/models"]
-    ok = {sp.health_urls[0]: (200, ""), f"{sp.api_url}/v1/models": (200, models_listing(sp.model_name))}
+    both = models_listing(sp.model_name)
+    both["data"].append({**both["data"][0], "id": sp.alias})        # vLLM lists each --served-model-name
+    ok = {sp.health_urls[0]: (200, ""), f"{sp.api_url}/v1/models": (200, both)}
     assert readiness.interpret(sp, ok) is None
     assert readiness.interpret(sp, {**ok, sp.health_urls[0]: (503, "")}).endswith("answered 503 ")
+    # another deployment's vLLM on this port serves the same model, never this deployment's own name
+    other = {**ok, f"{sp.api_url}/v1/models": (200, models_listing(sp.model_name))}
+    assert readiness.interpret(sp, other) == (f"{sp.api_url} serves 'tiny' but not this deployment's own name "
+                                              f"{sp.alias!r}: another deployment's server answers on this port")
+    worker = sp.proc("worker0").argv
+    names = worker[worker.index("--served-model-name") + 1:worker.index("--served-model-name") + 3]
+    assert names == ("tiny", "servebench-RUN-tiny-llama-cpu-vllm") == (sp.model_name, sp.alias)

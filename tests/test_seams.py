@@ -90,7 +90,7 @@ def test_the_site_package_registers_its_backend_generator_and_frontend(site, tmp
     assert sp.kind == "sitevllm" and sp.processes[0].env["SITE_FRONTEND"] == "sitevllm"       # the site's frontend
     from servebench.server import readiness
     assert readiness.urls(sp)[-1] == f"{sp.api_url}/version"
-    answers = {u: (200, {"data": [{"id": sp.model_name}]}) for u in readiness.urls(sp)}
+    answers = {u: (200, {"data": [{"id": sp.model_name}, {"id": sp.alias}]}) for u in readiness.urls(sp)}
     assert readiness.interpret(sp, answers) is None
     answers[f"{sp.api_url}/version"] = (404, "")
     assert readiness.interpret(sp, answers) == "/version answered 404"

@@ -89,6 +89,7 @@ class ServerPlan:
     infra: tuple[tuple[str, str, int], ...] = ()   # (what, host, port) of etcd / NATS, when the plan starts them
     client: ClientSpec | None = None               # where the load generator runs (Placement.client)
     ports: tuple[tuple[str, str, int], ...] = ()   # (kind, host, port) of every port the plan gives a process
+    alias: str | None = None                       # the deployment's own served name (Frontend.alias), if any
 
     @property
     def metrics_urls(self) -> list[str]:
@@ -201,7 +202,8 @@ def plan(profile: Profile, where: Placement, lease: PortLease | None = None) -> 
     procs[:0] = front.front(profile, where, api, common_env, infra_ports, lambda e: preamble(profile, where, e))
     return ServerPlan(front.name, profile.served_model_name, f"http://{head}:{api}", tuple(procs), tuple(engines),
                       tuple(health), front.expected_instances(profile),
-                      tuple((w, h, p) for w, h, p in infra if w != "etcd-peer"), where.client, tuple(ports.handed))
+                      tuple((w, h, p) for w, h, p in infra if w != "etcd-peer"), where.client, tuple(ports.handed),
+                      front.alias(profile, where))
 
 
 def preamble(profile: Profile, where: Placement, env: dict) -> tuple[tuple[dict, ...], frozenset[str]]:

@@ -58,6 +58,11 @@ class Frontend(ABC):
         """Preamble steps that install the frontend into a process's environment (none by default)."""
         return []
 
+    def alias(self, profile, where) -> str | None:
+        """A second served-model name only this deployment answers to (what readiness then asks /v1/models for,
+        so a client never takes another deployment's server for its own); None: the frontend has none."""
+        return None
+
     def expected_instances(self, profile) -> int:
         """How many serving instances readiness waits for."""
         return 1
