@@ -237,13 +237,14 @@ def test_a_remote_code_tokenizer_keeps_the_modules_it_imports_and_loads_offline(
 
 
 def test_clients_filling_one_cache_at_once_all_get_a_whole_snapshot(tmp_path):
-    """Three concurrent copies into one shared cache failed 9 times in 24 on the fixed `<digest>.tmp` name."""
+    """Three concurrent copies into one shared cache failed 9 times in 24 on the fixed `<digest>.tmp` name: two
+    rounds of 8 all pass here only by chance ((15/24)^16, under 0.1%) with a fixed name."""
     from servebench.tools import TOKENIZER_CACHE
     src = tmp_path / "model"
     src.mkdir()
     for name, text in KIMI_LIKE.items():
         (src / name).write_text(text * 200)
-    for round_ in range(3):
+    for round_ in range(2):
         cache = tmp_path / f"hf{round_}"
         runs = [subprocess.Popen([sys.executable, str(TOKENIZER_CACHE), str(src), str(cache), "kimi"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]

@@ -291,7 +291,7 @@ def test_junit_properties_and_summary_under_xdist(pytester, catalog):
         r = json.loads(src.read_text())
         r["identity"]["recipe_fingerprint"] = by_id(catalog, r["identity"]["profile"]).fingerprint
         (prior / src.name).write_text(json.dumps(r))
-    res = pytester.runpytest_subprocess("benchmarks", "-m", "local and not offload and not slurm", "-n", "1", "--dist", "loadgroup",
+    res = pytester.runpytest_inprocess("benchmarks", "-m", "local and not offload and not slurm", "-n", "1", "--dist", "loadgroup",
                                         "--reuse-results", str(prior.parent), "--junitxml", "junit.xml",
                                         "--results-dir", "out")
     res.assert_outcomes(passed=4)

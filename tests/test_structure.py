@@ -3,6 +3,7 @@ layer or the layers before it (function-local imports included), no import circl
 loop, logging instead of prints (docs/architecture.md)."""
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,19 @@ LAYERS = ("tools", "core", "recipe", "catalog", "cluster", "server", "load", "re
 TOP = {"servebench": "core", "servebench.__main__": "cli"}     # the package itself, `python -m servebench`
 
 
+@functools.lru_cache(maxsize=None)
+def tree(text: str) -> ast.Module:
+    """One parse per module text for all the checks here (parsing the package ~10 times cost ~1.5 CPU-s); the
+    trees are only read."""
+    return ast.parse(text)
+
+
+@functools.lru_cache(maxsize=None)
+def nodes(text: str) -> tuple[ast.AST, ...]:
+    """Every node of the module's tree (ast.walk order), walked once."""
+    return tuple(ast.walk(tree(text)))
+
+
 def module_name(path: Path) -> str:
     parts = path.relative_to(PKG.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -26,7 +40,7 @@ def imports(path: Path) -> set[str]:
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in nodes(path.read_text()):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.startswith("servebench")}
         elif isinstance(node, ast.ImportFrom):
@@ -45,6 +59,7 @@ def imports(path: Path) -> set[str]:
     return {m for m in out if m != name}
 
 
+@functools.lru_cache(maxsize=None)
 def graph() -> dict[str, set[str]]:
     mods = {module_name(p): p for p in PKG.rglob("*.py")}
     # importing a.b.c runs a/__init__ and a/b/__init__ too, but those are the package's own business:
@@ -139,7 +154,7 @@ def test_no_print_in_the_library():
     for path in PKG.rglob("*.py"):
         if layer(module_name(path)) in ("cli", "tools"):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in nodes(path.read_text()):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
                 offenders.append(f"{path.relative_to(PKG.parent)}:{node.lineno}")
     assert offenders == []
@@ -151,7 +166,7 @@ def test_one_polling_loop():
     for path in PKG.rglob("*.py"):
         if path == PKG / "core" / "poll.py" or layer(module_name(path)) == "tools":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in nodes(path.read_text()):
             if isinstance(node, (ast.While, ast.For)):
                 for inner in ast.walk(node):
                     if isinstance(inner, ast.Call) and getattr(inner.func, "attr", None) == "sleep":
@@ -185,7 +200,7 @@ RESULT_FILES = ("history.sqlite", "summary.md", "manifest.json", "result.json", 
 def hand_built_paths(rel: str, text: str) -> list[str]:
     """`x / "name"` (or an f-string) joins, and result file names, in one module's text."""
     found = []
-    for node in ast.walk(ast.parse(text)):
+    for node in nodes(text):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             for side in (node.left, node.right):
                 literal = isinstance(side, ast.JoinedStr) or (isinstance(side, ast.Constant) and
@@ -214,7 +229,7 @@ def test_the_path_check_finds_a_hand_built_path():
 def constants(path: Path) -> dict[str, object]:
     """Module-level UPPER_CASE names bound to a literal number or string."""
     out = {}
-    for node in ast.parse(path.read_text()).body:
+    for node in tree(path.read_text()).body:
         target, value = (node.targets[0], node.value) if isinstance(node, ast.Assign) and len(node.targets) == 1 \
             else (node.target, node.value) if isinstance(node, ast.AnnAssign) else (None, None)
         if isinstance(target, ast.Name) and target.id.isupper() and isinstance(value, ast.Constant) \
@@ -255,13 +270,12 @@ FRONTEND_BRANCHES_ALLOWED = {"report/offload.py:frontend", "server/deploy.py:rep
 def frontend_branches(rel: str, text: str) -> list[str]:
     """Comparisons against a frontend's or its entrypoint's name (``== "dynamo"``, ``in ("vllm", ...)``)."""
     found = []
-    tree = ast.parse(text)
     owners = {}
-    for fn in ast.walk(tree):
+    for fn in nodes(text):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for node in ast.walk(fn):
                 owners.setdefault(id(node), fn.name)
-    for node in ast.walk(tree):
+    for node in nodes(text):
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             names = {c.value for s in sides for c in ast.walk(s) if isinstance(c, ast.Constant)}

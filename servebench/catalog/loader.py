@@ -209,6 +209,7 @@ class Catalog:
         bases: list[str] = []
         skipped: dict[str, str] = {}
         docs: dict = {}        # every file parsed once: a base many profiles extend is read a single time
+        ids: dict = {}         # and resolved to its one name once
         file_problems: dict[str, list[Problem]] = {}
         for path in sorted(root.rglob("*.yaml")):
             rel = path.relative_to(root).parts
@@ -230,8 +231,8 @@ class Catalog:
                     problems += parse_model_lenient(SrtRecipe, doc, origins, "srt-slurm recipe")[1]
                     bases.append(str(path))
                     continue
-                profiles.append(build_profile(resolve_layers(path, docs, root=root, file_problems=file_problems),
-                                              clusters, models, skip_rules, declared, broken))
+                layered = resolve_layers(path, docs, root=root, file_problems=file_problems, ids=ids)
+                profiles.append(build_profile(layered, clusters, models, skip_rules, declared, broken))
             except ConfigError as err:
                 problems += err.problems
         seen: dict[str, str] = {}

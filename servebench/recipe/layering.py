@@ -189,13 +189,21 @@ def _is_file(p: Path) -> bool:
 
 
 def resolve_layers(path: Path, docs: dict[str, Any] | None = None, _seen: tuple[str, ...] = (),
-                   root: Path | None = None, file_problems: dict[str, list[Problem]] | None = None) -> Layered:
+                   root: Path | None = None, file_problems: dict[str, list[Problem]] | None = None,
+                   ids: dict[str, str] | None = None) -> Layered:
     """Merge a profile file onto what it extends. ``docs`` maps file names to parsed documents (tests pass
     in-memory recipes; a catalog passes one dict for all its profiles, so a shared base is read once); otherwise
     files are read from disk. ``extends:`` is a relative path that stays inside ``root`` (the catalog's recipes
-    folder). Parsed documents are never modified."""
+    folder). Parsed documents are never modified. ``ids`` keeps each file's one name (:func:`_identity`) for the
+    whole load, as ``docs`` keeps its document: resolving a path is a fifth of a catalog's load otherwise."""
     docs = {} if docs is None else docs
     file_problems = {} if file_problems is None else file_problems
+    ids = {} if ids is None else ids
+
+    def identity(p: Path) -> str:
+        if str(p) not in ids:
+            ids[str(p)] = _identity(p)
+        return ids[str(p)]
 
     def read(p: Path) -> Any:
         if str(p) not in docs:
@@ -221,8 +229,8 @@ def resolve_layers(path: Path, docs: dict[str, Any] | None = None, _seen: tuple[
         ext, line = doc["extends"], yamlio.line_of(doc, "extends")
         targets = ext if isinstance(ext, list) and ext else [ext]
         for target in targets:            # a list composes layers in order: each later one overlays the earlier
-            base = _stack(base, _extend(path, target, line, docs, read, (*_seen, _identity(path)), root,
-                                        file_problems))
+            base = _stack(base, _extend(path, target, line, docs, read, (*_seen, identity(path)), root,
+                                        file_problems, identity, ids))
     return _stack(base, Layered(name, own_profile, own_recipe,
                                 Origins([Layer(name, own_profile, ("profile",))], name),
                                 Origins([Layer(name, own_recipe, ("recipe",))], name),
@@ -238,7 +246,7 @@ def _stack(base: Layered, over: Layered) -> Layered:
 
 
 def _extend(path: Path, ext: Any, line: int | None, docs: dict, read, chain: tuple[str, ...], root: Path | None,
-            file_problems: dict) -> Layered:
+            file_problems: dict, identity, ids: dict) -> Layered:
     """One ``extends:`` target of ``path``, resolved (a profile file through its own chain, or a recipe)."""
     name = str(path)
     if not isinstance(ext, str) or not ext.strip():
@@ -248,12 +256,12 @@ def _extend(path: Path, ext: Any, line: int | None, docs: dict, read, chain: tup
         raise ConfigError(Problem(name, "extends", f"{ext!r} is an absolute path: a recipe may only extend "
                                   "recipes of its own catalog", "give a path relative to this file", line))
     target = Path(os.path.normpath(path.parent / ext))
-    if root is not None and not os.path.normpath(_identity(target)).startswith(
-            os.path.join(_identity(Path(root)), "")):
+    if root is not None and not os.path.normpath(identity(target)).startswith(
+            os.path.join(identity(Path(root)), "")):
         raise ConfigError(Problem(name, "extends", f"{ext!r} leaves the recipes folder {root}",
                                   "extend a recipe inside the catalog (copy the file in if needed)", line))
-    if _identity(target) in chain:
-        names = [*chain, _identity(target)]
+    if identity(target) in chain:
+        names = [*chain, identity(target)]
         raise ConfigError(Problem(name, "extends", f"extends itself: {' -> '.join(Path(n).name for n in names)}",
                                   "break the cycle", line))
     if str(target) not in docs and not _is_file(target):
@@ -261,7 +269,7 @@ def _extend(path: Path, ext: Any, line: int | None, docs: dict, read, chain: tup
                                   "name an existing recipe next to this file", line))
     target_doc = read(target)
     if is_profile(target_doc):
-        return resolve_layers(target, docs, chain, root, file_problems)
+        return resolve_layers(target, docs, chain, root, file_problems, ids)
     if not isinstance(target_doc, dict):
         raise ConfigError(Problem(str(target), "", "an srt-slurm recipe must be a mapping", ""))
     return Layered(str(target), {}, target_doc, Origins(fallback=name), Origins([Layer(str(target), target_doc)], name),
