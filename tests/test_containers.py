@@ -1,0 +1,71 @@
+"""The pyxis model under scripts/slurm-local (scripts/containers/pyxis_model.c): srun steps with pyxis's flags run
+in their own unpacked copy of a stand-in image, as unnamed pyxis containers do on gb200-nv. What a launch meets
+there: the image's filesystem and ENV, a missing mount source failing the start, read-only binds, a /tmp that
+vanishes with the step, no registry to pull from."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+B = Path("/var/lib/servebench-slurm")
+SERVE = B / "images/serve.sqsh"
+INFRA = B / "images/infra.sqsh"
+
+
+@pytest.fixture
+def model(slurm):
+    conf = Path("/etc/slurm/plugstack.conf.d/servebench-pyxis-model.conf")
+    if not conf.exists() or not SERVE.exists():
+        pytest.skip(f"{conf} or {SERVE} missing: a real pyxis is configured, or scripts/slurm-local start did not "
+                    "make the pyxis model")
+
+
+def srun(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["srun", "-N1", "-w", "n1", "-J", "servebench-pyxis-model-test", *args],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_a_step_runs_in_the_image_with_its_environment_over_the_tasks(model, tmp_path):
+    import os
+    env = {**os.environ, "SERVEBENCH_IMAGE": "from-the-task", "KEPT_FROM_TASK": "yes", "LANG": "C.UTF-8"}
+    done = srun(f"--container-image={SERVE}", "sh", "-c",
+                'echo "$SERVEBENCH_IMAGE|$KEPT_FROM_TASK|${LANG:-unset}|$PATH|$(pwd)"; test -e /work/main; echo $?; '
+                'command -v etcd nats-server; echo etcd=$?', env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    # the image's ENV wins over the task's (pyxis: "their existing values in the image take precedence"); LANG goes
+    assert lines[0] == "serve|yes|unset|/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|/", lines
+    assert lines[1] == "1", "the host's folders are not in the container"
+    assert lines[-1] != "etcd=0", "the serving image carries no etcd or NATS"
+    kept = srun(f"--container-image={SERVE}", "--container-env=SERVEBENCH_IMAGE", "sh", "-c", 'echo $SERVEBENCH_IMAGE',
+                env=env)
+    assert kept.stdout.strip() == "from-the-task", kept.stdout + kept.stderr
+    infra = srun(f"--container-image={INFRA}", "sh", "-c", "command -v etcd nats-server")
+    assert infra.returncode == 0 and "/usr/bin/etcd" in infra.stdout, infra.stdout + infra.stderr
+
+
+def test_a_missing_mount_source_or_a_registry_image_fails_the_step(model, tmp_path):
+    missing = srun(f"--container-image={SERVE}", f"--container-mounts={tmp_path}/absent:/data", "true")
+    assert missing.returncode == 1
+    assert f"mount source {tmp_path}/absent does not exist on this node" in missing.stderr, missing.stderr
+    pulled = srun("--container-image=vllm/vllm-openai:kimi-k3", "true")
+    assert pulled.returncode == 1 and "imports no image from a registry" in pulled.stderr, pulled.stderr
+
+
+def test_mounts_read_only_and_a_tmp_of_the_steps_own(model, tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data/f").write_text("x")
+    ro = srun(f"--container-image={SERVE}", f"--container-mounts={tmp_path}/data:/data:ro", "sh", "-c",
+              "cat /data/f; touch /data/g")
+    assert ro.stdout == "x" and ro.returncode != 0 and "Read-only file system" in ro.stderr, ro.stdout + ro.stderr
+    rw = srun(f"--container-image={SERVE}", f"--container-mounts={tmp_path}/data:/data", "sh", "-c",
+              "touch /data/g /tmp/left-by-one-step")
+    assert rw.returncode == 0 and (tmp_path / "data/g").exists(), rw.stderr
+    after = srun(f"--container-image={SERVE}", "sh", "-c", "ls /tmp")
+    assert after.returncode == 0 and "left-by-one-step" not in after.stdout      # an unnamed container vanished
+    # slurmstepd removes an unnamed container once the step has ended, which srun does not wait for
+    from servebench.core.poll import Done, poll
+    poll(lambda: Done(None) if not list((B / "containers").glob("[0-9]*")) else "left on the node", timeout=30,
+         interval=0.5, what="the step's unpacked container to be removed")
