@@ -75,7 +75,9 @@ def test_render_shows_the_job_script_and_node_steps(repo):
     # etcd, nats, frontend and one worker per node: every process is an srun step in the image, model at /model and
     # the recipes' configs/ at /configs; the setup script and the Dynamo install run in each server's own step
     # and the load generator's step on the head node, in the same image
-    assert out.count("--container-image=vllm/vllm-openai:kimi-k3") == 8
+    # the image imported once to shared storage (slurm.images): no step pulls vllm/vllm-openai:kimi-k3 itself
+    assert out.count("--container-image=/mnt/lustre01/users-public/sa-shared/servebench/images/"
+                     "vllm-openai+kimi-k3.sqsh") == 8 and "--container-image=vllm/" not in out
     assert out.count("--container-mounts=/mnt/numa1/models/Kimi-K3:/model,") == 8
     assert out.count("/recipes/configs:/configs,/") == 8                 # in each srun line (not the comments)
     assert "--job-name=servebench-RUN-dep.client --container-image" in out

@@ -24,6 +24,9 @@ from servebench.server.steps import Container
 from servebench.tools import FOLDER as TOOLS
 from tests.conftest import REPO, by_id, edit, run_cli
 
+# gb200-nv's import of the recipe's vllm/vllm-openai:kimi-k3 (slurm.images): what every step's container runs
+NV_IMAGE = "/mnt/lustre01/users-public/sa-shared/servebench/images/vllm-openai+kimi-k3.sqsh"
+
 PREAMBLE = TOOLS / "preamble.py"
 
 
@@ -46,7 +49,7 @@ def test_each_server_process_runs_its_preamble_in_its_own_step(catalog):
     assert worker.command[-len(worker.argv):] == worker.argv and worker.command[-len(worker.argv) - 1] == "--"
     assert json.loads(worker.command[2]) == list(worker.preamble)
     assert worker.env["NCCL_IB_HCA"] and worker.env["DSPARK_SRC"] == "/models/Kimi-K3-DSpark"
-    assert worker.container.image == "vllm/vllm-openai:kimi-k3" and worker.container.name is None
+    assert worker.container.image == NV_IMAGE and worker.container.name is None
     assert ("/mnt/numa1/models/Kimi-K3-DSpark", "/models/Kimi-K3-DSpark") in worker.container.mounts
     assert unmet_needs(sp) == []
 
@@ -67,7 +70,7 @@ def test_a_preamble_in_a_step_of_its_own_is_refused_where_its_writes_vanish(cata
     old = dataclasses.replace(sp, processes=(alone, bare))
     found = unmet_needs(old)
     assert len(found) == 2 and all(line.startswith("worker0 on node 0 needs ") for line in found)
-    assert "made by setup0 (in container vllm/vllm-openai:kimi-k3 (unnamed: it and everything written in it vanish " \
+    assert f"made by setup0 (in container {NV_IMAGE} (unnamed: it and everything written in it vanish " \
            "with the step)" in found[0] and "run it in worker0's own preamble, or share one named container" in found[0]
     named = Container(worker.container.image, worker.container.mounts, "servebench-node0")
     shared = dataclasses.replace(sp, processes=(_with(alone, container=named), _with(bare, container=named)))
@@ -86,7 +89,7 @@ def test_a_host_path_inside_a_container_is_refused_offline(recipes):
     found = launch_problems(prof)
     assert found and found[0] == (
         "kimi-k3-gb200-tep: frontend: environment DSPARK_SRC names /mnt/numa1/models/Kimi-K3-DSpark, a path on the "
-        "node; frontend runs in container vllm/vllm-openai:kimi-k3 (unnamed: it and everything written in it vanish "
+        f"node; frontend runs in container {NV_IMAGE} (unnamed: it and everything written in it vanish "
         "with the step); mounts " + ", ".join(f"{s}:{d}" for s, d in sp_mounts(prof)) + ", so it is not there: use "
         "its mount destination, or add /mnt/numa1/models/Kimi-K3-DSpark: <inside> to runtime.container_mounts of "
         "the cluster file")
@@ -182,17 +185,51 @@ def test_preflight_requests_name_what_each_node_checks(catalog):
     assert entrypoint(sp.proc("etcd"), sp.frontend) is None and entrypoint(sp.proc("nats"), sp.frontend) is None
 
 
-def test_retarget_keeps_the_shape(catalog):
+def test_retarget_keeps_the_shape_and_runs_every_step_in_a_container(catalog):
     prof = by_id(catalog, "kimi-k3-gb200-dep")
     local = retarget(prof, catalog.clusters["gb200-local"])
     assert local.cluster.name == "gb200-local" and local.topology == prof.topology
-    req = request_for(local, backend_for(local.cluster), "r", ResultsFolder.at("/tmp/x").profile(local.id))
-    assert "cpus-per-task" not in req.directives and "container-remap-root" not in req.srun_options
-    assert req.container_image is None and req.stop_grace_s == 60
-    found = login_findings(local, placement_for(local, ["n1"] * 4, ["n1"] * 4, "/w"), req.dropped)
-    assert [f.check for f in found] == ["container image", "slurm options"]
+    req = request_for(local, backend_for(local.cluster), "r", ResultsFolder.at("/tmp/x").profile(local.id),
+                      root=str(REPO))
+    assert "cpus-per-task" not in req.directives and req.srun_options["container-remap-root"] == ""
+    # the recipe's image as one imported file (slurm.images), never a registry name each step would pull
+    assert req.container_image == "/var/lib/servebench-slurm/images/serve.sqsh" and req.stop_grace_s == 60
+    assert req.container_mounts[str(REPO / ".venvs")] == str(REPO / ".venvs")      # relative = the repo's
+    where = placement_for(local, ["n1"] * 4, ["n1"] * 4, "/w", root=str(REPO))
+    found = login_findings(local, where, req.dropped)
+    imported = os.path.isfile(req.container_image) and os.path.isfile(where.infra_image)
+    assert [f.check for f in found] == ([] if imported else ["imported image"] * 2) + ["slurm options"]
     with pytest.raises(ConfigError, match="cluster slurm-local has 4 nodes x 1 GPUs"):
         retarget(prof, catalog.clusters["slurm-local"])
+
+
+def test_each_step_is_a_pyxis_container_with_the_recipes_environment_over_the_images(catalog):
+    """As gb200-nv runs them: every step names the imported image (etcd/NATS their own), the profile's mounts, and in
+    --container-env the names of its own environment, which pyxis would otherwise let the image's ENV override (the
+    values travel in srun's environment, never on the command line); a variable the recipe unsets is unset inside.
+    The stand-in's node-local disks are the pyxis model's option, not a wrapper around the program."""
+    from servebench.server.assembly import Assembly
+    prof = retarget(by_id(catalog, "kimi-k3-gb200-dep_offload"), catalog.clusters["gb200-local"])
+    _, alloc, sp = Assembly(prof, ResultsFolder.at("/tmp/x"), "RUN", root=REPO, dry=True).render()
+    by_name = {p.name: p for p in alloc.processes}
+    assert {"etcd", "nats", "frontend", "worker0", "worker3"} <= set(by_name), sorted(by_name)
+    for proc in alloc.processes:
+        cmd = proc.command
+        args = cmd[:cmd.index("--")]
+        image = [a for a in args if a.startswith("--container-image=")]
+        want = "infra" if proc.role == "infra" else "serve"
+        assert image == [f"--container-image=/var/lib/servebench-slurm/images/{want}.sqsh"], (proc.name, args)
+        assert f"--servebench-node-local=/mnt/numa1=/var/lib/servebench-slurm/node-disk/{proc.node}/numa1" in args
+        assert "unshare" not in cmd
+        assert not [a for a in cmd for k in proc.env if a.startswith(f"{k}=")], proc.name   # no value in argv
+        named = next((a.split("=", 1)[1].split(",") for a in args if a.startswith("--container-env=")), [])
+        assert named == sorted(k for k, v in proc.env.items() if v is not None), proc.name
+    # a results folder under /tmp is mounted; the containers' own /tmp paths beside it (DeepGEMM's cache, the DSpark
+    # view) are not node paths (8 false refusals of this launch before)
+    assert unmet_needs(sp) == []
+    worker = by_name["worker0"]
+    named = next(a for a in worker.command if a.startswith("--container-env="))
+    assert {"DSPARK_SRC", "VLLM_HOST_IP"} <= set(named.split("=", 1)[1].split(","))
 
 
 @pytest.mark.parametrize("frontend", ["vllm", "dynamo"])

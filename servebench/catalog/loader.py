@@ -65,7 +65,7 @@ def load_cluster(path: Path) -> ClusterSpec:
 PATH_KEYS = ("runtime.python", "runtime.vllm_serve", "runtime.model_paths", "runtime.container_model_dir",
              "runtime.container_mounts", "runtime.infra.image", "runtime.infra.etcd", "runtime.infra.nats_server",
              "runtime.client.python", "runtime.client.executable", "runtime.client.cache", "runtime.client.tmpdir",
-             "runtime.client.image", "slurm.node_local")
+             "runtime.client.image", "slurm.node_local", "slurm.images")
 FILLED = {"slurm.node_local": ("{node}",)}
 
 

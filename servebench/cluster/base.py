@@ -29,6 +29,9 @@ from servebench.recipe.schema.cluster import ClusterSpec
 log = logging.getLogger(__name__)
 # Release order: the load generator, then what serves (frontend, workers), then what they register with (etcd, NATS).
 STOP_TIERS = (("client", "preflight"), ("frontend", "worker", "headless"), ("infra",))
+# launch(image=ON_THE_NODE): the step runs on the node's own filesystem, not in the allocation's container image
+# (a look at the node itself: are the containers' mount sources there). "none", as a recipe's container says it.
+ON_THE_NODE = "none"
 
 
 class ClusterError(RuntimeError):
@@ -142,7 +145,7 @@ class Allocation(ABC):
                role: str = "worker", oneshot: bool = False, image: str | None = None) -> NodeProcess:
         """Start ``argv`` on node ``rank`` with ``env`` added to the environment (None unsets), output to ``log``.
         ``role`` decides the stop tier; a ``oneshot`` process (client, preflight) is expected to exit; ``image``
-        replaces the allocation's container image for this process (pyxis)."""
+        replaces the allocation's container image for this process (pyxis; :data:`ON_THE_NODE`: none)."""
         if self.released:
             raise ClusterError(f"allocation {self.job_id or self.request.name} was released")
         node = self.nodes[rank]

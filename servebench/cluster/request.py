@@ -13,6 +13,15 @@ CONTAINER_CONFIGS = "/configs"     # srt-slurm mounts the recipes' configs/ fold
 TOOLS_IN_CONTAINER = "/servebench-tools"   # servebench/tools (preflight) inside the container
 
 
+def image_file(profile: Profile, image: str | None) -> str | None:
+    """What a step's ``--container-image`` names for ``image`` (a recipe's, the infra's or the client's): the
+    squashfs file the cluster imported it to (``slurm.images``), else the name itself (pyxis then pulls and imports
+    it in that step)."""
+    if image is None:
+        return None
+    return profile.cluster.slurm.images.get(image, image)
+
+
 def configs_dir(profile: Profile) -> Path:
     """srt-slurm's configs folder (setup scripts) beside the recipes: <recipes>/configs."""
     root = Path(profile.layers.file).resolve().parent
@@ -22,13 +31,17 @@ def configs_dir(profile: Profile) -> Path:
 
 
 def container_mounts(profile: Profile, containers: bool, model_dir: str | None = None,
-                     workdir: str | None = None) -> dict[str, str]:
+                     workdir: str | None = None, root: str = ".") -> dict[str, str]:
     """What a container of the profile sees (host path -> path inside): the model at /model, the recipes' configs/
     at /configs, servebench's tools, the results folder and the client's shared cache at their own paths (the
-    load generator writes there, the login side reads it), the cluster's own mounts (staged data: a draft model),
-    the recipe's."""
+    load generator writes there, the login side reads it), the cluster's own mounts (staged data: a draft model;
+    a relative one is a folder of the repo, ``root``, seen at its own path: the stand-in's venvs), the recipe's."""
     if not containers:
         return {}
+    base = Path(root).absolute()
+    cluster_mounts = {str(base / src) if not src.startswith("/") else src:
+                      str(base / dst) if not dst.startswith("/") else dst
+                      for src, dst in profile.cluster.runtime.container_mounts.items()}
     shared = {}
     if workdir is not None:
         results = str(Path(workdir).absolute().parent)
@@ -37,14 +50,13 @@ def container_mounts(profile: Profile, containers: bool, model_dir: str | None =
     if cache and cache.startswith("/"):
         shared[cache] = cache
     return {**model_argument(profile, containers, model_dir)[1], str(configs_dir(profile)): CONTAINER_CONFIGS,
-            str(TOOLS): TOOLS_IN_CONTAINER, **shared, **profile.cluster.runtime.container_mounts,
-            **profile.recipe.container_mounts}
+            str(TOOLS): TOOLS_IN_CONTAINER, **shared, **cluster_mounts, **profile.recipe.container_mounts}
 
 
 def request_for(profile: Profile, backend: Backend, run_id: str, folder: ProfileFolder,
-                part: int | None = None) -> AllocationRequest:
+                part: int | None = None, root: str = ".") -> AllocationRequest:
     r, cl = profile.recipe, profile.cluster
-    mounts = container_mounts(profile, backend.containers, workdir=str(folder.root))
+    mounts = container_mounts(profile, backend.containers, workdir=str(folder.root), root=root)
     return AllocationRequest(
         name=f"servebench-{run_id}-{profile.name}" + (f"-{part}" if part is not None else ""),
         nodes=r.resources.total_nodes,
@@ -54,7 +66,7 @@ def request_for(profile: Profile, backend: Backend, run_id: str, folder: Profile
         time_limit=r.slurm.time_limit,
         directives={k: v for k, v in r.sbatch_directives.items() if k not in cl.slurm.drop},
         srun_options={k: v for k, v in r.srun_options.items() if k not in cl.slurm.drop},
-        container_image=r.model.container if backend.containers else None,
+        container_image=image_file(profile, r.model.container) if backend.containers else None,
         container_mounts=mounts,
         workdir=Path(folder.root),
         stop_grace_s=profile.spec.stop_grace_s,

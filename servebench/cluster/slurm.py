@@ -15,7 +15,7 @@ import subprocess
 from servebench.core.files import write_atomic
 from servebench.core.poll import Done, PollTimeout, poll
 from servebench.core.results_folder import ProfileFolder
-from servebench.cluster.base import Allocation, AllocationRequest, Backend, ClusterError
+from servebench.cluster.base import ON_THE_NODE, Allocation, AllocationRequest, Backend, ClusterError
 from servebench.cluster.heartbeat import DEFAULT_ORPHAN_AFTER_S, Heartbeat, holder_lines
 from servebench.core.processes import stop_group
 
@@ -67,16 +67,34 @@ def step_name(req: AllocationRequest, process: str) -> str:
 
 
 def srun_prefix(job_id: str, node: str, req: AllocationRequest, process: str = "step",
-                image: str | None = None) -> list[str]:
+                image: str | None = None, env: dict[str, str | None] | None = None,
+                node_local: dict[str, str] | None = None) -> list[str]:
+    """The srun command line of one step. In a container (pyxis) the image's ENV is set over the task's environment
+    (pyxis: "their existing values in the image take precedence"), so the names of the process's own environment
+    go in ``--container-env`` and win inside the container; their values travel in srun's environment, never on
+    the command line. A stand-in's node-local disks are the pyxis model's own option there."""
     argv = ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
             "--export=ALL", f"--job-name={step_name(req, process)}"]
     image = image or req.container_image
-    if image:
+    if image and image != ON_THE_NODE:
         argv.append(f"--container-image={image}")
         if req.container_mounts:
             argv.append("--container-mounts=" + ",".join(f"{s}:{d}" for s, d in req.container_mounts.items()))
+        names = sorted(k for k, v in (env or {}).items() if v is not None)
+        if names:
+            argv.append("--container-env=" + ",".join(names))
+        if node_local:
+            argv.append("--servebench-node-local=" + ",".join(
+                f"{path}={backing.replace('{node}', node)}" for path, backing in node_local.items()))
     argv += [f"--{k}={v}" if v != "" else f"--{k}" for k, v in req.srun_options.items()]
     return argv
+
+
+def unset_argv(env: dict[str, str | None], argv: list[str]) -> list[str]:
+    """``env -u NAME ...`` before ``argv`` for the names the process must not have: inside a container the image's
+    ENV would set them again after srun's environment dropped them."""
+    names = sorted(k for k, v in env.items() if v is None)
+    return ["env", *(a for k in names for a in ("-u", k)), *argv] if names else argv
 
 
 # A stand-in's node-local disks (slurm.node_local): the step runs in a mount namespace of its own in which each
@@ -104,8 +122,12 @@ class SlurmAllocation(Allocation):
         self.node_local = dict(node_local or {})
         self.heartbeat = heartbeat
 
-    def _command(self, node: str, argv: list[str], env: dict[str, str], name: str,
+    def _command(self, node: str, argv: list[str], env: dict[str, str | None], name: str,
                  image: str | None = None) -> list[str]:
+        if (image or self.request.container_image or ON_THE_NODE) != ON_THE_NODE:
+            # in a container: the pyxis (model) options set the environment and the node-local disks
+            return [*srun_prefix(self.job_id, node, self.request, name, image, env, self.node_local), "--",
+                    *unset_argv(env, argv)]
         return [*srun_prefix(self.job_id, node, self.request, name, image), "--",
                 *node_local_argv(self.node_local, node, argv)]
 

@@ -43,7 +43,7 @@ class Assembly:
         return self.results.profile(self.profile.id, self.part)
 
     def request(self) -> AllocationRequest:
-        wanted = request_for(self.profile, self.backend, self.run_id, self.folder, self.part)
+        wanted = request_for(self.profile, self.backend, self.run_id, self.folder, self.part, str(self.root))
         return (self.adjust(wanted) or wanted) if self.adjust is not None else wanted
 
     def allocate(self) -> Allocation:

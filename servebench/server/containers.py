@@ -54,16 +54,24 @@ def _under(path: str, root: str) -> bool:
     return PurePosixPath(path).is_relative_to(root)
 
 
+# Folders every container has of its own (pyxis gives each one its /tmp; the image brings the rest): a path there is
+# the container's, not a node path beside a mount source, unless a mount's source is under it.
+CONTAINER_OWN = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+
+
 def host_paths_inside(plan: ServerPlan) -> list[str]:
     """Paths on the node that a containerized process is told to use, where it cannot see them: a container sees a
     mounted folder only at the mount's destination (the model at /model, not at its staging path). A host path is
-    one under a mounted source or beside it (the staging folder: /mnt/.../models/X-Draft next to the model)."""
+    one under a mounted source or beside it (the staging folder: /mnt/.../models/X-Draft next to the model); beside
+    a source in one of the container's own folders (a results folder under /tmp) is the container's own path."""
     out = []
     for proc in plan.processes:
         box = proc.container
         if box.image is None or not box.mounts:
             continue
-        roots = {r for src, _ in box.mounts for r in (src, str(PurePosixPath(src).parent)) if r != "/"}
+        roots = {r for src, _ in box.mounts for r in (src, str(PurePosixPath(src).parent))
+                 if r != "/" and r not in CONTAINER_OWN}
+        roots |= {src for src, _ in box.mounts if src != "/"}
         inside = [dst for _, dst in box.mounts]
         values = [(f"environment {k}", v) for k, v in proc.env.items() if v] + \
                  [(f"argument {a!r}" if len(a) < 60 else "an argument", a) for a in proc.argv]

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from servebench.cluster import Backend, backend_for
-from servebench.cluster.request import CONTAINER_CONFIGS, TOOLS_IN_CONTAINER, container_mounts, model_argument
+from servebench.cluster.request import CONTAINER_CONFIGS, TOOLS_IN_CONTAINER, container_mounts, image_file, \
+    model_argument
 from servebench.tools import FOLDER as TOOLS
 from servebench.core.results_folder import ProfileFolder, ResultsFolder
 from servebench.recipe.profile import Profile
@@ -83,10 +84,11 @@ def placement_for(profile: Profile, nodes: list[str], addresses: list[str], work
 
     net = profile.cluster.network
     model = model_argument(profile, backend.containers, model_dir)[0]
-    image = profile.recipe.model.container if in_image else None
-    mounts = tuple(container_mounts(profile, backend.containers, model_dir, workdir).items()) if in_image else ()
+    image = image_file(profile, profile.recipe.model.container) if in_image else None
+    mounts = tuple(container_mounts(profile, backend.containers, model_dir, workdir, root).items()) if in_image else ()
+    client_image = image_file(profile, rt.client.image) or image
     client = client_for(profile, nodes[0], workdir, local_path, model, model_dir,
-                        Container(rt.client.image or image, mounts) if image or rt.client.image else Container(),
+                        Container(client_image, mounts) if client_image else Container(),
                         TOOLS_IN_CONTAINER if in_image else str(TOOLS))
     return Placement(
         nodes=tuple(nodes), addresses=tuple(addresses),
@@ -97,7 +99,7 @@ def placement_for(profile: Profile, nodes: list[str], addresses: list[str], work
         interfaces=(net.nccl_socket_ifname, net.gloo_socket_ifname), job_id=job_id,
         configs=configs or "configs", dynamo_install=rt.dynamo_install,
         etcd=tuple(local_path(a) for a in rt.infra.etcd),
-        nats_server=tuple(local_path(a) for a in rt.infra.nats_server), infra_image=rt.infra.image,
+        nats_server=tuple(local_path(a) for a in rt.infra.nats_server), infra_image=image_file(profile, rt.infra.image),
         shares_host=shares_host, containers=backend.containers, port_offset=port_offset,
         probe_ports=probe_ports, gpu_cluster=profile.cluster.kind == "gpu",
         image=image, mounts=mounts, tools=TOOLS_IN_CONTAINER if in_image else str(TOOLS), client=client)
@@ -118,4 +120,4 @@ def client_for(profile: Profile, head: str, workdir: str, local_path, node_model
                           model if model.startswith("/") else None)
     return ClientSpec("head", head, local_path(c.python), node_tools if container.image else str(TOOLS), executable,
                       cache, c.tmpdir, node_model if node_model.startswith("/") else None, container,
-                      c.image, tuple(c.install))
+                      image_file(profile, c.image), tuple(c.install))

@@ -25,7 +25,8 @@ from servebench.core.poll import Done, PollTimeout, poll
 from servebench.core.results_folder import ProfileFolder, ResultsFolder
 from servebench.recipe.profile import Profile
 from servebench.catalog.flag_rules import OBJECT_FLAGS
-from servebench.server import frontends
+from servebench.cluster.request import model_argument
+from servebench.server import frontends, mounts
 from servebench.server.containers import preamble_said
 from servebench.tools import PREFLIGHT, in_folder, preamble_command
 from servebench.server.placement import DETECT_INTERFACES, Placement
@@ -106,6 +107,13 @@ def login_findings(profile: Profile, where: Placement, dropped: tuple[str, ...] 
                            f"the recipe runs in {image}; cluster {cl.name} runs no containers, so every process runs in "
                            f"{where.python} instead (its versions are checked on the nodes)",
                            "run on a cluster with slurm.pyxis: true to check the image itself"))
+    for name, file in sorted(cl.slurm.images.items()):
+        used = name in (image, cl.runtime.infra.image, cl.runtime.client.image)
+        if used and where.containers and not Path(file).is_file():
+            out.append(Finding("login", None, "image", "imported image",
+                               f"{file}, the import of {name} that every step runs in (slurm.images), does not exist",
+                               f"import it once, on a node with enroot: srun -N1 enroot import -o {file} "
+                               f"docker://{name}"))
     if dropped:
         out.append(Finding("login", None, "image", "slurm options",
                            f"cluster {cl.name} does not apply the recipe's {', '.join('--' + k for k in dropped)} "
@@ -238,6 +246,7 @@ def allocate_and_check(profile: Profile, results: ResultsFolder, root: Path, ext
     from servebench.server import deploy
     from servebench.server.assembly import Assembly
 
+    start = time.monotonic()
     run_id = "preflight-" + time.strftime("%Y%m%d-%H%M%S")
     assembly = Assembly(profile, results, run_id, root=root)
     why = assembly.backend.unavailable()
@@ -247,6 +256,11 @@ def allocate_and_check(profile: Profile, results: ResultsFolder, root: Path, ext
     alloc = assembly.allocate()
     try:
         where, sp = assembly.plan(alloc)
+        absent = mount_findings(profile, mounts.missing(alloc, assembly.folder))
+        if absent:          # no container starts on those nodes: nothing else can be checked there
+            return Report(profile.id, login_findings(profile, where, alloc.request.dropped) + absent,
+                          ["checks not run: no container of the profile can start where a mount source is missing "
+                           f"(their logs: {assembly.folder.logs}/mounts*.log)"], time.monotonic() - start)
         try:
             dep = assembly.prepare(alloc, sp)
         except deploy.ServerError as err:
@@ -256,6 +270,25 @@ def allocate_and_check(profile: Profile, results: ResultsFolder, root: Path, ext
         return report
     finally:
         alloc.release()
+
+
+def mount_findings(profile: Profile, absent: dict[str, list[str] | None]) -> list[Finding]:
+    """One finding per container mount source a node lacks (enroot refuses the container), the model's own named as
+    the model; a node whose look did not answer is said too."""
+    model = set(model_argument(profile, True)[1])
+    out = []
+    for node, paths in absent.items():
+        if paths is None:
+            out.append(Finding(node, None, "preflight", "container mounts", "the look at the mount sources did not "
+                               "answer (its log: mounts*.log in the profile's logs)"))
+        for path in paths or []:
+            out.append(Finding(node, None, "model" if path in model else "mount", "container mount",
+                               f"{path} does not exist on this node: enroot refuses to start a container that mounts "
+                               "it, so no step of the profile starts here (etcd, NATS, frontend, workers, client)",
+                               "stage the model on every node (runtime.model_paths)" if path in model else
+                               f"stage {path} on every node, or drop the mount (runtime.container_mounts of "
+                               f"recipes/clusters/{profile.cluster.name}.yaml, the recipe's container_mounts)"))
+    return out
 
 
 def _answer(path: Path) -> dict | None:

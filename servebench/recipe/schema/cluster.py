@@ -17,6 +17,10 @@ class SlurmAccess(_Strict):
     partition: OneLine | None = None
     account: OneLine | None = None
     pyxis: StrictBool = False
+    images: dict[OneLine, OneLine] = Field(
+        default_factory=dict, description="pyxis: a recipe's image name -> the squashfs file of it on storage every "
+        "node reads (made once: `enroot import -o FILE docker://NAME`); srun names the file, so no step pulls and "
+        "imports the image again (unmapped: pyxis imports it in every step)")
     gres: OneLine = "gpu"
     drop: list[str] = Field(default_factory=list, description="recipe sbatch_directives / srun_options this "
                             "cluster cannot honour (a stand-in's small nodes, no pyxis); dropped and reported")
@@ -80,7 +84,8 @@ class Runtime(_Strict):
     container_model_dir: str = "/model"
     container_mounts: dict[OneLine, OneLine] = Field(default_factory=dict, description="with containers: more host "
                                                      "paths every process sees (host -> inside), e.g. a staged draft "
-                                                     "model")
+                                                     "model; relative = a folder of the repo on shared storage, seen "
+                                                     "at its own path")
     flag_table: str = Field("dynamo-1.6.1_vllm-0.31.0",
                             description="servebench/data/flags/<name>.json: flags each entrypoint accepts")
     dynamo_install: StrictBool = Field(
