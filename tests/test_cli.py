@@ -79,7 +79,8 @@ def test_render_shows_the_job_script_and_node_steps(repo):
     assert out.count("--container-image=/mnt/lustre01/users-public/sa-shared/servebench/images/"
                      "vllm-openai+kimi-k3.sqsh") == 8 and "--container-image=vllm/" not in out
     assert out.count("--container-mounts=/mnt/numa1/models/Kimi-K3:/model,") == 8
-    assert out.count("/recipes/configs:/configs,/") == 8                 # in each srun line (not the comments)
+    # read-only: setup scripts run as root in the container
+    assert out.count("/recipes/configs:/configs:ro,/") == 8 and out.count(":/servebench-tools:ro,") == 8
     assert "--job-name=servebench-RUN-dep.client --container-image" in out
     assert out.count(" -- python3 /servebench-tools/preamble.py ") == 6      # 5 servers and the client
     assert "4 engine(s), 4 metrics URL(s), 4 registering worker(s)" in out

@@ -69,3 +69,26 @@ def test_mounts_read_only_and_a_tmp_of_the_steps_own(model, tmp_path):
     from servebench.core.poll import Done, poll
     poll(lambda: Done(None) if not list((B / "containers").glob("[0-9]*")) else "left on the node", timeout=30,
          interval=0.5, what="the step's unpacked container to be removed")
+
+
+def test_the_processs_environment_wins_over_the_images_inside_its_container(model, slurm, tmp_path):
+    """pyxis sets the image's ENV over srun's task environment, so a recipe's NCCL_*/HF_* value the image also sets
+    was silently the image's: a launch names its environment in --container-env (values stay in srun's
+    environment) and unsets what the recipe unsets inside the container."""
+    import uuid
+
+    from servebench.cluster.base import AllocationRequest
+    token = f"sbtest-env-{uuid.uuid4().hex[:8]}"
+    alloc = slurm.allocate(AllocationRequest(name=token, nodes=1, partition="debug", workdir=tmp_path,
+                                             container_image=str(SERVE), stop_grace_s=5), timeout=300)
+    try:
+        shown = alloc.launch(0, "env", ["sh", "-c", 'echo "${SERVEBENCH_IMAGE-unset}|${FROM_RECIPE-}|$(pwd)"'],
+                             {"SERVEBENCH_IMAGE": "recipe", "FROM_RECIPE": "yes"}, tmp_path / "env.log", oneshot=True)
+        unset = alloc.launch(0, "unset", ["sh", "-c", 'echo "${SERVEBENCH_IMAGE-unset}"'],
+                             {"SERVEBENCH_IMAGE": None}, tmp_path / "unset.log", oneshot=True)
+        assert shown.popen.wait(120) == 0 and unset.popen.wait(120) == 0, shown.tail() + unset.tail()
+    finally:
+        alloc.release()
+    assert shown.log.read_text().splitlines()[-1] == "recipe|yes|/", shown.log.read_text()     # in the image
+    assert unset.log.read_text().splitlines()[-1] == "unset", unset.log.read_text()
+    assert "SERVEBENCH_IMAGE=recipe" not in " ".join(shown.command)

@@ -139,6 +139,28 @@ def test_the_dspark_setup_script_needs_the_checkpoint_as_the_process_sees_it(tmp
     assert json.loads((src / "config.json").read_text()) == {"mask_token_id": 163606}    # the staged copy untouched
 
 
+def test_the_dspark_setup_script_run_by_steps_sharing_tmp_at_once_leaves_one_whole_view(tmp_path):
+    """Steps that share /tmp (no container, or one named container) run the setup script at the same time; with a
+    fixed `<view>.tmp` they removed each other's half-built view (on 885a062: 'File exists', a missing folder)."""
+    script = REPO / "recipes/configs/kimik3-dspark-config-compat.sh"
+    src = tmp_path / "staged"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps({"mask_token_id": 7}))
+    for i in range(20):
+        (src / f"model-{i}.safetensors").write_text("w")
+    env = {"PATH": os.environ["PATH"], "SERVEBENCH_MODEL": "/model", "DSPARK_SRC": str(src),
+           "DSPARK_VIEW": str(tmp_path / "view")}
+    runs = [subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for _ in range(6)]
+    outs = [p.communicate(timeout=60) for p in runs]
+    assert [p.returncode for p in runs] == [0] * 6, outs
+    view = tmp_path / "view"
+    assert json.loads((view / "config.json").read_text())["pard_token"] == 7
+    assert sorted(p.name for p in view.iterdir()) == sorted(["config.json", *(f"model-{i}.safetensors"
+                                                                              for i in range(20))])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["staged", "view", "view.lock"]      # no half-built copy
+
+
 def test_render_shows_the_launch_sequence(repo):
     out = run_cli("render", "tp", cwd=repo).stdout
     order = [out.index(s) for s in ("## etcd (infra)", "## frontend (frontend)", "## worker0 (worker)")]

@@ -1,9 +1,12 @@
-"""Preflight of the four Kimi K3 GB200 profiles, for real: sbatch + srun steps on scripts/slurm-local's virtual
-nodes shaped like gb200-nv (recipes/clusters/gb200-local.yaml), etcd + NATS, the node checks after each worker's
-preamble in the worker's step, in the serving venv that stands in for the image. It must find what cannot exist
-off-cluster and nothing else."""
+"""Preflight of the Kimi K3 GB200 profiles, for real: sbatch + srun steps on scripts/slurm-local's virtual nodes
+shaped like gb200-nv (recipes/clusters/gb200-local.yaml), each step in a pyxis container (the pyxis model: the
+stand-in image with the serving venv mounted), etcd + NATS in their own image, the node checks after each worker's
+preamble in the worker's container. It must find what cannot exist off-cluster and nothing else."""
 
+import json
 import re
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -37,42 +40,81 @@ def kinds(lines: list[str]) -> set[str]:
             if (m := re.match(r"  .*?: (\w+): ", ln))}
 
 
-def test_the_offload_arm_finds_only_what_cannot_exist_off_cluster(slurm, serve_venv, tmp_path):
-    """The widest of the seed's layouts, DEP16 with the CPU tier (a DP rank group per node, the offload connector),
-    preflighted on four Slurm nodes (~50 s on two cores): every node's check, the client's check on the head node,
-    and the cleanup. TP16's and TEP16's leader + headless followers run the same per-node checks; their commands
-    are covered by the offline render and rule tests."""
+NODE_DISKS = [Path(f"/var/lib/servebench-slurm/node-disk/n{i}/numa1/models") for i in range(1, 5)]   # gb200-local
+
+
+@pytest.fixture
+def bare_nodes():
+    """gb200-local's nodes with nothing staged on their disks, as a fresh gb200-nv allocation's could be."""
+    for disk in NODE_DISKS:
+        shutil.rmtree(disk, ignore_errors=True)
+    yield
+    for disk in NODE_DISKS:
+        shutil.rmtree(disk, ignore_errors=True)
+
+
+@pytest.fixture
+def kimi_standin(bare_nodes):
+    """A Kimi-shaped stand-in on every node's disk, where gb200-nv stages the model: a remote-code tokenizer whose
+    module imports its siblings, and a DSpark checkpoint config (mask_token_id) for the setup script."""
+    from tests.test_load import KIMI_LIKE
+    for disk in NODE_DISKS:
+        (disk / "Kimi-K3").mkdir(parents=True)
+        for name, text in KIMI_LIKE.items():
+            (disk / "Kimi-K3" / name).write_text(text)
+        (disk / "Kimi-K3-DSpark").mkdir()
+        (disk / "Kimi-K3-DSpark/config.json").write_text(json.dumps({"mask_token_id": 163838}))
+
+
+def test_a_missing_mount_source_is_named_before_any_container_starts(slurm, serve_venv, bare_nodes, tmp_path):
+    """enroot refuses a container whose mount source is missing, so on a node without the model no step starts
+    (etcd, NATS, workers, client) and each said only 'no answer'. Preflight looks on each node first, without a
+    container, and names each folder with its fix; nothing is left running."""
+    res = run_cli("preflight", "dep_offload", "--on", "gb200-local", "--results-dir", tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    (lines,) = blocks(res.stdout).values()
+    assert kinds(lines[1:]) == {"image", "model", "mount"}, res.stdout
+    text = "\n".join(lines)
+    assert "n1, n2, n3, n4: model: container mount: /mnt/numa1/models/Kimi-K3 does not exist on this node: enroot " \
+           "refuses to start a container that mounts it" in text and "(fix: stage the model on every node" in text
+    assert "n1, n2, n3, n4: mount: container mount: /mnt/numa1/models/Kimi-K3-DSpark does not exist on this node" \
+           in text and "(fix: stage /mnt/numa1/models/Kimi-K3-DSpark on every node, or drop the mount" in text
+    assert "note: checks not run: no container of the profile can start where a mount source is missing" in text
+    logs = tmp_path / "kimi-k3-gb200-dep_offload" / "logs"
+    assert {p.name for p in logs.iterdir()} == {f"mounts{i}.log" for i in range(4)}     # no container was tried
+    assert squeue("servebench-preflight-") == [] and processes_with(str(tmp_path)) == []
+
+
+def test_the_offload_arm_in_containers_finds_only_what_cannot_exist_off_cluster(slurm, serve_venv, kimi_standin,
+                                                                                tmp_path):
+    """The widest of the seed's layouts, DEP16 with the CPU tier, preflighted on four Slurm nodes with every step in
+    a pyxis container as on gb200-nv (the pyxis model), a Kimi-shaped stand-in staged where gb200-nv stages the
+    model: the DSpark setup script runs in each worker's container, the node checks after it, the tokenizer copy
+    and the client check in the client's container on the head node; what cannot exist off-cluster is found, and
+    nothing else. TP16's and TEP16's leader + headless followers run the same per-node checks."""
     res = run_cli("preflight", "dep_offload", "--on", "gb200-local", "--results-dir", tmp_path)
     assert res.returncode == 1, res.stdout + res.stderr
     found = blocks(res.stdout)
     assert sorted(found) == ["kimi-k3-gb200-dep_offload"], res.stdout
     for profile, lines in found.items():
-        # the model and the image cannot exist off-cluster; the corpus cannot be staged from here (no Hub access)
-        assert kinds(lines[1:]) == {"model", "image", "corpus"}, "\n".join(lines)
+        # the recipe's own job options and pins (the stand-in's venv has Dynamo 1.6.1), and the corpus, which
+        # cannot be staged from here (no Hub access)
+        assert kinds(lines[1:]) == {"image", "corpus"}, "\n".join(lines)
         text = "\n".join(lines)
-        assert "n1 (rank 0), n2 (rank 1), n3 (rank 2), n4 (rank 3): model: model directory (--model): " \
-               "/mnt/numa1/models/Kimi-K3 does not exist on this node" in text
-        assert "the recipe runs in vllm/vllm-openai:kimi-k3" in text and "dynamo 1.6.1 here, the recipe pins 1.3.0" in text
-        # the client's environment, checked on the head node in the client's own step: AIPerf imports and parses
-        # the first point's command (no client finding), the corpus is not in the shared cache and says how to stage
+        assert "dynamo 1.6.1 here, the recipe pins 1.3.0" in text
         assert f"n1 (rank 0): corpus: corpus: semianalysis_cc_traces_weka_062126 (semianalysisai/cc-traces-weka-062126) " \
                f"does not load offline from {tmp_path}/.hf-cache" in text
         assert f"servebench stage {profile} --cache {tmp_path}/.hf-cache" in text
-        assert "note: n1: tokenizer not run: /mnt/numa1/models/Kimi-K3 does not exist on this node" in text
-        # the DSpark view needs the model: the worker's preamble skipped the setup script, said so, and the check ran
-        assert "note: n1, n2, n3, n4: setup not run: /mnt/numa1/models/Kimi-K3 does not exist on this node" in text
-    # nothing left: no job, no etcd/NATS/preflight process (their data and logs are under tmp_path)
     assert squeue("servebench-preflight-") == []
     assert processes_with(str(tmp_path)) == []
     for profile in found:
         logs = tmp_path / profile / "logs"
         assert {p.name for p in logs.iterdir()} >= {"etcd.log", "nats.log", "preflight0.log", "client-check.log"}
-        # the worker's preamble ran first in the check's step, and said why the setup script did not run
-        assert "servebench: setup not run: /mnt/numa1/models/Kimi-K3 does not exist on this node" in \
+        # the setup script built the DSpark view in the worker's own container, before the node's checks ran there
+        assert "kimik3-dspark-config-compat: /tmp/Kimi-K3-DSpark -> /models/Kimi-K3-DSpark (pard_token 163838)" in \
             (logs / "preflight3.log").read_text()
 
 
-@pytest.mark.local
 def test_the_node_check_catches_a_bare_scheduler_class(serve_venv, recipes, tmp_path):
     """The seed's `scheduler-cls: AsyncScheduler` parses, then kills the engine. The node check imports it in the
     node's environment (here the serving venv, run as preflight runs it on each node; past the offline rule,
@@ -101,7 +143,7 @@ def test_the_node_check_catches_a_bare_scheduler_class(serve_venv, recipes, tmp_
     assert found["fix"] == "write the dotted path, e.g. vllm.v1.core.sched.async_scheduler.AsyncScheduler"
 
 
-def test_a_hardware_run_preflights_first_and_starts_no_server(slurm, serve_venv, pytester, tmp_path):
+def test_a_hardware_run_preflights_first_and_starts_no_server(slurm, serve_venv, bare_nodes, pytester, tmp_path):
     """`pytest -m gb200 --cluster <it>`: preflight runs before any server; its problems fail the profile's cases
     with the per-node lines, no frontend or worker ever starts, and nothing is left running."""
     from tests.conftest import copy_suite
@@ -114,7 +156,7 @@ def test_a_hardware_run_preflights_first_and_starts_no_server(slurm, serve_venv,
                                         "gb200-local", "--results-dir", str(out))
     res.assert_outcomes(errors=1)                    # the deployment fixture fails: the case never measures
     res.stdout.fnmatch_lines(["*servers did not come up: kimi-k3-gb200-tp: preflight found * problem(s)*",
-                              "*model: model directory (--model): /mnt/numa1/models/Kimi-K3 does not exist*"])
+                              "*model: container mount: /mnt/numa1/models/Kimi-K3 does not exist on this node*"])
     manifest = (out / "latest" / "manifest.json").read_text()
     assert '"server_starts": []' in manifest
     logs = {p.name for p in (out / "latest" / "kimi-k3-gb200-tp" / "logs").iterdir()}

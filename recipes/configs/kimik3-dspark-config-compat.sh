@@ -17,12 +17,16 @@ if [ ! -f "$src/config.json" ]; then
   echo "kimik3-dspark-config-compat: no DSpark checkpoint at $src (model $model; stage it on the node and point DSPARK_SRC at it as this process sees it)" >&2
   exit 2
 fi
-rm -rf "$view.tmp"
-mkdir -p "$view.tmp"
+# Steps that share /tmp (no container, or one named container) run this at once: one builds the view at a time,
+# in a folder of its own, and the view is replaced whole
+exec 9> "$view.lock"
+flock 9
+tmp=$(mktemp -d "$view.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
 for f in "$src"/*; do
-  [ "$(basename "$f")" = config.json ] || ln -s "$f" "$view.tmp/"
+  [ "$(basename "$f")" = config.json ] || ln -s "$f" "$tmp/"
 done
-python3 - "$src/config.json" "$view.tmp/config.json" <<'PY'
+python3 - "$src/config.json" "$tmp/config.json" <<'PY'
 import json, sys
 cfg = json.load(open(sys.argv[1]))
 if "mask_token_id" not in cfg:
@@ -30,6 +34,7 @@ if "mask_token_id" not in cfg:
 cfg.setdefault("pard_token", cfg["mask_token_id"])
 json.dump(cfg, open(sys.argv[2], "w"), indent=1)
 PY
+chmod 755 "$tmp"
 rm -rf "$view"
-mv "$view.tmp" "$view"
+mv "$tmp" "$view"
 echo "kimik3-dspark-config-compat: $view -> $src (pard_token $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pard_token"])' "$view/config.json"))"

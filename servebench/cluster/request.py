@@ -11,6 +11,13 @@ from servebench.tools import FOLDER as TOOLS
 
 CONTAINER_CONFIGS = "/configs"     # srt-slurm mounts the recipes' configs/ folder here in the container
 TOOLS_IN_CONTAINER = "/servebench-tools"   # servebench/tools (preflight) inside the container
+# Mounted read-only: setup scripts run as root in the container, and what they read must not be theirs to change.
+READ_ONLY = (CONTAINER_CONFIGS, TOOLS_IN_CONTAINER)
+
+
+def mount_option(mounts: dict[str, str]) -> str:
+    """pyxis's ``--container-mounts`` value: ``SRC:DST`` each, ``:ro`` for the folders servebench hands in to read."""
+    return ",".join(f"{src}:{dst}" + (":ro" if dst in READ_ONLY else "") for src, dst in mounts.items())
 
 
 def image_file(profile: Profile, image: str | None) -> str | None:

@@ -16,6 +16,7 @@ from servebench.core.files import write_atomic
 from servebench.core.poll import Done, PollTimeout, poll
 from servebench.core.results_folder import ProfileFolder
 from servebench.cluster.base import ON_THE_NODE, Allocation, AllocationRequest, Backend, ClusterError
+from servebench.cluster.request import mount_option
 from servebench.cluster.heartbeat import DEFAULT_ORPHAN_AFTER_S, Heartbeat, holder_lines
 from servebench.core.processes import stop_group
 
@@ -79,7 +80,7 @@ def srun_prefix(job_id: str, node: str, req: AllocationRequest, process: str = "
     if image and image != ON_THE_NODE:
         argv.append(f"--container-image={image}")
         if req.container_mounts:
-            argv.append("--container-mounts=" + ",".join(f"{s}:{d}" for s, d in req.container_mounts.items()))
+            argv.append("--container-mounts=" + mount_option(req.container_mounts))
         names = sorted(k for k, v in (env or {}).items() if v is not None)
         if names:
             argv.append("--container-env=" + ",".join(names))

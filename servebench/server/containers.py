@@ -1,5 +1,6 @@
 """Which step can see what another wrote, as pyxis has it: an unnamed container and everything written in it vanish
-when its step ends, a named one lives on for the job (on that node), and the node's own filesystem is shared by
+when its step ends, a named one lives on on that node (past the job, in pyxis's default scope), and the node's own
+filesystem is shared by
 every step that runs there without a container.
 
 A plan in which a process needs what another step made (the setup script's output, an installed Dynamo) where it

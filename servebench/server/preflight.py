@@ -180,11 +180,26 @@ class CheckStep:
 Extra = Callable[[ServerPlan], list[CheckStep]]
 
 
+def mounts_report(profile: Profile, allocation: Allocation, where: Placement, folder: ProfileFolder,
+                  start: float) -> Report | None:
+    """The report of a profile whose containers cannot start on some node (a mount source missing there), or None:
+    no container would start, so nothing else is checked."""
+    absent = mount_findings(profile, mounts.missing(allocation, folder))
+    if not absent:
+        return None
+    return Report(profile.id, login_findings(profile, where, allocation.request.dropped) + absent,
+                  ["checks not run: no container of the profile can start where a mount source is missing (their "
+                   f"logs: {folder.logs}/mounts*.log)"], time.monotonic() - start)
+
+
 def run(profile: Profile, sp: ServerPlan, allocation: Allocation, where: Placement, folder: ProfileFolder,
-        timeout: float = 900.0, extra: Extra | None = None) -> Report:
+        timeout: float = 900.0, extra: Extra | None = None, mounts_checked: bool = False) -> Report:
     """Run the node checks on every node of the allocation and ``extra``'s steps (the client's), in parallel, and
-    collect the findings."""
+    collect the findings (first, unless done: whether the containers' mount sources are on the nodes)."""
     start = time.monotonic()
+    absent = None if mounts_checked else mounts_report(profile, allocation, where, folder, start)
+    if absent is not None:
+        return absent
     report = Report(profile.id, login_findings(profile, where, allocation.request.dropped))
     procs = {}
     for rank, req in requests(profile, sp, where).items():
@@ -256,16 +271,14 @@ def allocate_and_check(profile: Profile, results: ResultsFolder, root: Path, ext
     alloc = assembly.allocate()
     try:
         where, sp = assembly.plan(alloc)
-        absent = mount_findings(profile, mounts.missing(alloc, assembly.folder))
-        if absent:          # no container starts on those nodes: nothing else can be checked there
-            return Report(profile.id, login_findings(profile, where, alloc.request.dropped) + absent,
-                          ["checks not run: no container of the profile can start where a mount source is missing "
-                           f"(their logs: {assembly.folder.logs}/mounts*.log)"], time.monotonic() - start)
+        absent = mounts_report(profile, alloc, where, assembly.folder, start)
+        if absent is not None:      # before etcd/NATS: their containers mount the same folders
+            return absent
         try:
             dep = assembly.prepare(alloc, sp)
         except deploy.ServerError as err:
             return Report(profile.id, [Finding("nodes", None, "setup", "launch plan", str(err))])
-        report = run(profile, sp, alloc, where, assembly.folder, extra=extra)
+        report = run(profile, sp, alloc, where, assembly.folder, extra=extra, mounts_checked=True)
         report.notes = dep.notes + report.notes
         return report
     finally:

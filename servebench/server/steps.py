@@ -25,7 +25,8 @@ class Container:
     def describe(self) -> str:
         if self.image is None:
             return "on the node's own filesystem"
-        life = f"named {self.name} (kept for the job)" if self.name else \
+        life = f"named {self.name} (kept on the node past the step, and past the job in pyxis's default scope)" \
+            if self.name else \
             "unnamed: it and everything written in it vanish with the step"
         mounts = ", ".join(f"{src}:{dst}" for src, dst in self.mounts) or "none"
         return f"in container {self.image} ({life}); mounts {mounts}"
