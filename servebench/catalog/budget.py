@@ -20,7 +20,12 @@ from dataclasses import dataclass
 
 from servebench.recipe.profile import Profile
 
-STOP_MARGIN_S = 900          # servebench.load.measure.GRACE_S: past duration + warmup grace, the generator is stopped
+STOP_MARGIN_S = 900          # past duration + warmup grace, the generator is stopped (servebench.load.measure)
+INTERRUPT_GRACE_S = 180      # after that interrupt, how long it may take to write its files (servebench.load.generator)
+PREFLIGHT_TIMEOUT_S = 900    # the node checks before any server (servebench.server.preflight)
+MOUNTS_TIMEOUT_S = 120       # the look at the containers' mount sources (servebench.server.mounts)
+KILL_WAIT_S = 10             # after a KILL, how long a step may take to go (servebench.cluster.slurm)
+RELEASE_TIERS = 3            # client, then frontend and workers, then etcd/NATS: each TERM, grace, KILL
 GIB = 2**30
 
 
@@ -59,11 +64,23 @@ def human(s: float) -> str:
 
 @dataclass(frozen=True)
 class Budget:
+    """What one allocation holds: the expected time (``held_s``: the model load as the cluster declares it, each point's
+    own worst case) and the bound (``bound_s``: every timeout of the suite's own reached, the readiness wait instead of
+    the expected load, preflight, each point's idle wait, the generator's interrupt, the release's graces)."""
+
     limit_s: float | None
     load_s: float | None         # None: the cluster declares no load rate
     first_point_extra_s: float   # the load generator's dataset configuration, before the first point
     point_s: float               # one point's worst case
     points: int
+    ready_timeout_s: float = 0.0     # health_check: max_attempts x interval_seconds
+    point_timeouts_s: float = 0.0    # per point beyond point_s: the idle wait and the generator's interrupt grace
+    fixed_timeouts_s: float = 0.0    # once: preflight, the mount look, the release by tier
+
+    def bound_s(self, points: int | None = None) -> float:
+        n = self.points if points is None else points
+        return self.ready_timeout_s + self.fixed_timeouts_s + self.first_point_extra_s + \
+            n * (self.point_s + self.point_timeouts_s)
 
     def held_s(self, points: int | None = None) -> float:
         n = self.points if points is None else points
@@ -93,6 +110,12 @@ class Budget:
                                                              "configuration" if self.first_point_extra_s else "")
                 + f" = {human(self.held_s())}")
 
+    def describe_bound(self) -> str:
+        """The bound, with its parts: what the allocation holds if every wait of the suite runs to its timeout."""
+        return (f"at most {human(self.bound_s())} if every timeout is reached (readiness {human(self.ready_timeout_s)}"
+                f" + preflight and release {human(self.fixed_timeouts_s)} + {self.points} point(s) x "
+                f"{human(self.point_s + self.point_timeouts_s)} with the idle wait and the generator's interrupt)")
+
 
 def budget(p: Profile) -> Budget:
     load, rt = p.spec.load, p.cluster.runtime
@@ -101,5 +124,7 @@ def budget(p: Profile) -> Budget:
     load_s = (ckpt / nodes / (rt.model_load_gib_per_s * GIB) + rt.startup_s) \
         if ckpt is not None and rt.model_load_gib_per_s else None
     point = load.duration_s + load.warmup_grace_s + STOP_MARGIN_S
+    release = RELEASE_TIERS * (p.spec.stop_grace_s + KILL_WAIT_S)
     return Budget(seconds(p.recipe.slurm.time_limit), load_s, float(load.dataset_timeout_s or 0), float(point),
-                  len(p.spec.concurrency))
+                  len(p.spec.concurrency), float(p.recipe.health_check.timeout_seconds),
+                  float(load.idle_wait_s + INTERRUPT_GRACE_S), float(PREFLIGHT_TIMEOUT_S + MOUNTS_TIMEOUT_S + release))

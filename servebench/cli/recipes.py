@@ -158,14 +158,18 @@ def budget_line(prof: Profile) -> str:
     """What one allocation of the profile holds against the job's time limit (servebench.catalog.budget)."""
     from servebench.catalog.budget import budget, human
     b = budget(prof)
+    bound = f"; {b.describe_bound()}"
     if b.limit_s is None:
-        return f"{b.describe()}; no job time limit"
+        return f"{b.describe()}; no job time limit in the recipe (the partition's default applies){bound}"
     if b.fits:
-        return f"{b.describe()} within the {prof.recipe.slurm.time_limit} limit ({human(b.limit_s - b.held_s())} spare)"
+        over = b.bound_s() > b.limit_s
+        return (f"{b.describe()} within the {prof.recipe.slurm.time_limit} limit ({human(b.limit_s - b.held_s())} "
+                f"spare){bound}" + (": past the limit, so a slow readiness or a stuck point ends the job before the "
+                                    "suite's own timeouts do" if over else ""))
     parts = b.allocations()
     return (f"{b.describe()} > the {prof.recipe.slurm.time_limit} limit: the points are split over {len(parts)} "
             f"allocations of {', '.join(map(str, parts))} (profile.allocations: fit), each up to "
-            f"{human(b.held_s(max(parts)))}")
+            f"{human(b.held_s(max(parts)))}{bound}")
 
 
 def _print_load(prof: Profile, sp, target: str, assembly, alloc) -> None:

@@ -16,6 +16,7 @@ from servebench.core.files import write_atomic
 from servebench.core.poll import Done, PollTimeout, poll
 from servebench.core.results_folder import ProfileFolder
 from servebench.cluster.base import ON_THE_NODE, Allocation, AllocationRequest, Backend, ClusterError
+from servebench.catalog.budget import KILL_WAIT_S
 from servebench.cluster.request import mount_option
 from servebench.cluster.heartbeat import DEFAULT_ORPHAN_AFTER_S, Heartbeat, holder_lines
 from servebench.core.processes import stop_group
@@ -152,7 +153,7 @@ class SlurmAllocation(Allocation):
         if step is None:                     # not (or no longer) a running step
             return super().stop(proc)
         grace = self.request.stop_grace_s
-        for signal_name, wait in (("TERM", grace), ("KILL", 10.0)):
+        for signal_name, wait in (("TERM", grace), ("KILL", KILL_WAIT_S)):
             _run(["scancel", f"--signal={signal_name}", "--full", step])
             try:
                 proc.popen.wait(timeout=wait)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, ClassVar, Protocol
 
+from servebench.catalog.budget import INTERRUPT_GRACE_S     # after an interrupt, time to write its files
 from servebench.catalog.points import Point
 from servebench.core import entry_points
 from servebench.core.files import write_atomic
@@ -74,9 +75,6 @@ class Handle(Protocol):
     def interrupt(self) -> None: ...
 
     def stop(self) -> None: ...
-
-
-INTERRUPT_GRACE_S = 180.0     # after an interrupt, how long the generator may take to write its files
 
 
 Start = Callable[[dict[str, str], Path], Handle]    # (environment, log) -> the started client

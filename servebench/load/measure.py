@@ -24,10 +24,10 @@ from servebench.cluster import ProcessDied
 from servebench.server import counters, machine
 from servebench.server.deploy import Deployment, ServerError
 from servebench.recipe.schema.sweep import StopRule
+from servebench.catalog.budget import STOP_MARGIN_S as GRACE_S
 from servebench.server.plan import ServerPlan
 
 log = logging.getLogger(__name__)
-GRACE_S = 900          # beyond duration + warmup grace before the generator is stopped
 
 
 class NotIdle(RuntimeError):

@@ -6,6 +6,7 @@ each node itself (a step without a container), so that preflight can name the fo
 
 from __future__ import annotations
 
+from servebench.catalog.budget import MOUNTS_TIMEOUT_S
 from servebench.cluster.base import ON_THE_NODE, Allocation
 from servebench.core.poll import Done, PollTimeout, poll
 from servebench.core.results_folder import ProfileFolder
@@ -22,7 +23,8 @@ def sources(allocation: Allocation) -> list[str]:
     return sorted(req.container_mounts) if req.container_image and req.container_image != ON_THE_NODE else []
 
 
-def missing(allocation: Allocation, folder: ProfileFolder, timeout: float = 120.0) -> dict[str, list[str] | None]:
+def missing(allocation: Allocation, folder: ProfileFolder,
+            timeout: float = MOUNTS_TIMEOUT_S) -> dict[str, list[str] | None]:
     """Per node: the mount sources it does not have (None: the look itself did not answer; its log says why)."""
     wanted = sources(allocation)
     if not wanted:

@@ -25,6 +25,7 @@ from servebench.core.poll import Done, PollTimeout, poll
 from servebench.core.results_folder import ProfileFolder, ResultsFolder
 from servebench.recipe.profile import Profile
 from servebench.catalog.flag_rules import OBJECT_FLAGS
+from servebench.catalog.budget import PREFLIGHT_TIMEOUT_S
 from servebench.cluster.request import model_argument
 from servebench.server import frontends, mounts
 from servebench.server.containers import preamble_said
@@ -193,7 +194,7 @@ def mounts_report(profile: Profile, allocation: Allocation, where: Placement, fo
 
 
 def run(profile: Profile, sp: ServerPlan, allocation: Allocation, where: Placement, folder: ProfileFolder,
-        timeout: float = 900.0, extra: Extra | None = None, mounts_checked: bool = False) -> Report:
+        timeout: float = PREFLIGHT_TIMEOUT_S, extra: Extra | None = None, mounts_checked: bool = False) -> Report:
     """Run the node checks on every node of the allocation and ``extra``'s steps (the client's), in parallel, and
     collect the findings (first, unless done: whether the containers' mount sources are on the nodes)."""
     start = time.monotonic()
