@@ -308,3 +308,16 @@ def test_a_port_the_plan_gives_a_node_that_another_job_holds_is_refused_before_t
     (problem,) = json.loads(done.stdout.splitlines()[-1])["problems"]
     assert problem["kind"] == "ports" and problem["message"].startswith(f"port {port} (frontend) is taken on this node")
     assert "unpin it" in problem["fix"]
+
+
+def test_the_client_reads_the_cache_stage_fills_in_a_session_and_in_preflight(catalog, tmp_path):
+    """Without runtime.client.cache the client's cache is the results folder's shared .hf-cache, the one `servebench
+    stage --results-dir` fills: a session's profile folder is <results>/runs/<id>/<profile> and read a per-run cache
+    before (<results>/runs/<id>/.hf-cache, never staged)."""
+    prof = retarget(by_id(catalog, "kimi-k3-gb200-dep_offload"), catalog.clusters["gb200-local"])
+    staged = ResultsFolder.at(tmp_path).hf_cache                     # what `servebench stage` fills
+    session = ResultsFolder.for_run(tmp_path, "20261203-RUN").profile(prof.id).root
+    preflight = ResultsFolder.at(tmp_path).profile(prof.id).root
+    for workdir in (session, preflight):
+        where = placement_for(prof, ["n1"] * 4, ["n1"] * 4, str(workdir), root=str(REPO))
+        assert where.client.cache == str(staged), workdir

@@ -85,6 +85,27 @@ def test_a_missing_mount_source_is_named_before_any_container_starts(slurm, serv
     assert squeue("servebench-preflight-") == [] and processes_with(str(tmp_path)) == []
 
 
+def test_a_port_the_recipe_pins_held_by_another_session_is_one_finding(slurm, serve_venv, bare_nodes, tmp_path):
+    """The GB200 recipes pin the DP RPC port (13345); on this host another session may hold it. Preflight says so in
+    one line with the holder, releases the nodes, and prints no traceback."""
+    import socket
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", 13345))
+        holder.listen()
+    except OSError:
+        holder.close()
+        pytest.skip("port 13345 is already taken here (another session): the case this test makes")
+    try:
+        res = run_cli("preflight", "dep_offload", "--on", "gb200-local", "--results-dir", tmp_path)
+    finally:
+        holder.close()
+    assert res.returncode == 1 and "Traceback" not in res.stdout + res.stderr, res.stdout + res.stderr
+    assert "login: ports: pinned port: port 13345 (dp_rpc, pinned by the recipe) is taken on this machine by" \
+        in res.stdout, res.stdout
+    assert squeue("servebench-preflight-") == []
+
+
 def test_the_offload_arm_in_containers_finds_only_what_cannot_exist_off_cluster(slurm, serve_venv, kimi_standin,
                                                                                 tmp_path):
     """The widest of the seed's layouts, DEP16 with the CPU tier, preflighted on four Slurm nodes with every step in

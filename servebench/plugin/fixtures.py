@@ -30,6 +30,7 @@ from servebench.results.model import PointResult, Verdict
 from servebench.results.point import Stored, reusable, reuse, store, store_failed
 from servebench.results.schema import file_problems
 from servebench.results.verdict import judge
+from servebench.server.ports import PortTaken
 from servebench.server import deploy, preflight
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,10 @@ def sb_deployment(sb_profile: Profile, sb_allocation_key: str, sb_allocation: Al
     session = of(config)
     assembly = session.assembly(profile, sb_allocation_key)
     model_dir = assembly.model_dir()
-    where, server_plan = assembly.plan(sb_allocation, model_dir)
+    try:
+        where, server_plan = assembly.plan(sb_allocation, model_dir)
+    except PortTaken as err:            # a port the recipe pins, held by another session here: one line
+        pytest.fail(f"{profile.id}: servers did not start: {err}", pytrace=False)
 
     def preflight_first(dep: deploy.Deployment) -> None:
         """Every hardware run checks its nodes before any weights load."""

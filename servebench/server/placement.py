@@ -111,7 +111,8 @@ def client_for(profile: Profile, head: str, workdir: str, local_path, node_model
     the model is the servers' (``--model``, /model in a container); on the login host it is the path this host
     was given, which a node-local model directory is not (the tokenizer step then says so, before any point)."""
     c = profile.cluster.runtime.client
-    cache = c.cache or str(ResultsFolder(PurePosixPath(workdir).parent).hf_cache)
+    # the cache every run of the results folder shares, the one `servebench stage` fills (never a per-run one)
+    cache = c.cache or str(ResultsFolder.at(PurePosixPath(workdir).parent).hf_cache)
     executable = tuple(local_path(a) for a in c.executable) if c.executable else None
     if c.placement == "login":
         alias = profile.recipe.model.path.removeprefix("hf:")

@@ -31,6 +31,7 @@ from servebench.server import frontends, mounts
 from servebench.server.containers import preamble_said
 from servebench.tools import PREFLIGHT, in_folder, preamble_command
 from servebench.server.placement import DETECT_INTERFACES, Placement
+from servebench.server.ports import PortTaken
 from servebench.server.plan import ProcSpec, ServerPlan
 from servebench.recipe.schema.cluster import ClusterSpec
 
@@ -271,7 +272,10 @@ def allocate_and_check(profile: Profile, results: ResultsFolder, root: Path, ext
                                            f"{profile.cluster.name}: {why}")])
     alloc = assembly.allocate()
     try:
-        where, sp = assembly.plan(alloc)
+        try:
+            where, sp = assembly.plan(alloc)
+        except PortTaken as err:        # another session on this host holds a port the recipe pins
+            return Report(profile.id, [Finding("login", None, "ports", "pinned port", str(err))])
         absent = mounts_report(profile, alloc, where, assembly.folder, start)
         if absent is not None:      # before etcd/NATS: their containers mount the same folders
             return absent
