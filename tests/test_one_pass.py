@@ -152,6 +152,19 @@ def test_a_placeholder_in_a_cluster_files_path_is_refused_naming_the_key(recipes
     assert f"literal placeholder {placeholder} in " in line and "(fix: write the path itself)" in line
 
 
+def test_a_cluster_files_schema_error_and_its_placeholders_come_in_one_pass(recipes):
+    """A misspelt key stopped the cluster file's check before its placeholders were looked at: a second run then
+    found the ${SCRATCH} path. Both are said at once."""
+    edit(recipes / "clusters/gb200-nv.yaml", "  pyxis: true\n", "  pyxis: true\n  partiton: batch\n")
+    edit(recipes / "clusters/gb200-nv.yaml", "    cache: /mnt/lustre01/users-public/sa-shared/servebench/cache",
+         "    cache: ${SCRATCH}/servebench/cache")
+    with pytest.raises(ConfigError) as err:
+        Catalog.load(recipes)
+    text = str(err.value)
+    assert "gb200-nv.yaml" in text and ": slurm.partiton: unknown key in cluster description" in text
+    assert ": runtime.client.cache: literal placeholder ${SCRATCH} in " in text
+
+
 def test_a_node_local_folder_keeps_its_node_placeholder(catalog):
     """slurm.node_local's {node} is the backend's to fill: not refused (the local Slurm's own cluster file uses it)."""
     assert any("{node}" in v for c in catalog.clusters.values() for v in c.slurm.node_local.values())

@@ -30,19 +30,26 @@ CATALOG_FILE = "catalog.yaml"     # which srt-slurm release (and fork fields) th
 
 def load_cluster(path: Path) -> ClusterSpec:
     """One cluster description; its backend must be registered (servebench.core.entry_points), and no value it adds
-    to a process's environment may hold a placeholder (nothing fills one in a cluster file)."""
-    spec = parse_file(ClusterSpec, path, "cluster description")
+    to a process's environment may hold a placeholder (nothing fills one in a cluster file). A schema error does not
+    hide the placeholders: both are said in one pass."""
     data = yamlio.load(path)
     problems = []
-    if spec.backend not in entry_points.names(entry_points.BACKENDS):
+    try:
+        spec = parse_file(ClusterSpec, path, "cluster description")
+    except ConfigError as err:
+        if not isinstance(data, dict):
+            raise
+        spec, problems = None, list(err.problems)
+    if spec is not None and spec.backend not in entry_points.names(entry_points.BACKENDS):
         problems.append(Problem(str(path), "backend", f"no cluster backend {spec.backend!r} is registered (known: "
                                 f"{', '.join(entry_points.names(entry_points.BACKENDS))})",
                                 "name a known backend, or install the package that registers this one (entry "
                                 "point group servebench.backends)", yamlio.line_of(data, "backend")))
-    else:
+    elif spec is not None:
         problems += backend_option_problems(path, data, spec)
-    runtime = data.get("runtime") or {}
-    envs = [("runtime.environment", runtime.get("environment") or {})]
+    runtime = data.get("runtime") if isinstance(data.get("runtime"), dict) else {}
+    env = runtime.get("environment")
+    envs = [("runtime.environment", env if isinstance(env, dict) else {})]
     envs += [(f"runtime.node_environment[{i}]", e) for i, e in enumerate(runtime.get("node_environment") or [])
              if isinstance(e, dict)]
     for where, env in envs:
@@ -57,6 +64,7 @@ def load_cluster(path: Path) -> ClusterSpec:
     problems += path_placeholder_problems(path, data)
     if problems:
         raise ConfigError(problems)
+    assert spec is not None
     return spec
 
 
