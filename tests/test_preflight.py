@@ -53,35 +53,45 @@ def bare_nodes():
         shutil.rmtree(disk, ignore_errors=True)
 
 
-@pytest.fixture
-def kimi_standin(bare_nodes):
-    """A Kimi-shaped stand-in on every node's disk, where gb200-nv stages the model: a remote-code tokenizer whose
-    module imports its siblings, and a DSpark checkpoint config (mask_token_id) for the setup script."""
-    from tests.test_load import KIMI_LIKE
-    for disk in NODE_DISKS:
-        (disk / "Kimi-K3").mkdir(parents=True)
-        for name, text in KIMI_LIKE.items():
-            (disk / "Kimi-K3" / name).write_text(text)
-        (disk / "Kimi-K3-DSpark").mkdir()
-        (disk / "Kimi-K3-DSpark/config.json").write_text(json.dumps({"mask_token_id": 163838}))
-
-
-def test_a_missing_mount_source_is_named_before_any_container_starts(slurm, serve_venv, bare_nodes, tmp_path):
-    """enroot refuses a container whose mount source is missing, so on a node without the model no step starts
-    (etcd, NATS, workers, client) and each said only 'no answer'. Preflight looks on each node first, without a
-    container, and names each folder with its fix; nothing is left running."""
-    res = run_cli("preflight", "dep_offload", "--on", "gb200-local", "--results-dir", tmp_path)
-    assert res.returncode == 1, res.stdout + res.stderr
-    (lines,) = blocks(res.stdout).values()
-    assert kinds(lines[1:]) == {"image", "model", "mount"}, res.stdout
+def test_a_rehearsal_of_the_offload_arm_meets_what_a_first_gb200_run_would(slurm, serve_venv, bare_nodes, tmp_path):
+    """`servebench rehearse`: the widest of the seed's layouts, DEP16 with the CPU tier, on four Slurm nodes with every
+    step in a pyxis container as on gb200-nv (the pyxis model), twice.
+    1. Bare nodes: enroot refuses a container whose mount source is missing, so no step starts (etcd, NATS, workers,
+       client) and each said only 'no answer'; preflight looks on each node first, without a container, and names
+       each folder with its fix.
+    2. A Kimi-shaped stand-in staged where gb200-nv stages the model (servebench/data/standin): the DSpark setup
+       script runs in each worker's container, the node checks after it, the tokenizer copy (a remote-code tokenizer
+       whose module imports its siblings) and the client check in the client's container on the head node; what is
+       left cannot exist off-cluster: the recipe's own job options and pins, and the corpus (no Hub access here).
+    The stand-in is removed afterwards and nothing is left running."""
+    res = run_cli("rehearse", "dep_offload", "--on", "gb200-local", "--results-dir", tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = res.stdout
+    assert out.startswith("kimi-k3-gb200-dep_offload rehearsed on gb200-local (nodes n1, n2, n3, n4):"), out
+    bare, staged = out.split("\n", 1)[1].split("\n2. with the stand-in staged on every node (Kimi-K3, "
+                                                "Kimi-K3-DSpark; ")
+    (lines,) = blocks("\n".join(ln.removeprefix("   ") for ln in bare.splitlines())).values()
+    assert kinds(lines[1:]) == {"image", "model", "mount"}, bare
     text = "\n".join(lines)
     assert "n1, n2, n3, n4: model: container mount: /mnt/numa1/models/Kimi-K3 does not exist on this node: enroot " \
            "refuses to start a container that mounts it" in text and "(fix: stage the model on every node" in text
     assert "n1, n2, n3, n4: mount: container mount: /mnt/numa1/models/Kimi-K3-DSpark does not exist on this node" \
            in text and "(fix: stage /mnt/numa1/models/Kimi-K3-DSpark on every node, or drop the mount" in text
     assert "note: checks not run: no container of the profile can start where a mount source is missing" in text
+    (lines,) = blocks("\n".join(ln.removeprefix("   ") for ln in staged.splitlines())).values()
+    assert kinds(lines[1:]) == {"image", "corpus"}, staged
+    text = "\n".join(lines)
+    assert "dynamo 1.6.1 here, the recipe pins 1.3.0" in text
+    assert "n1 (rank 0): corpus: corpus: semianalysis_cc_traces_weka_062126 (semianalysisai/cc-traces-weka-062126) " \
+           f"does not load offline from {tmp_path}/.hf-cache" in text
+    assert f"servebench stage kimi-k3-gb200-dep_offload --cache {tmp_path}/.hf-cache" in text
     logs = tmp_path / "kimi-k3-gb200-dep_offload" / "logs"
-    assert {p.name for p in logs.iterdir()} == {f"mounts{i}.log" for i in range(4)}     # no container was tried
+    assert {p.name for p in logs.iterdir()} >= {"etcd.log", "nats.log", "preflight0.log", "client-check.log"}
+    # the setup script built the DSpark view in the worker's own container, before the node's checks ran there
+    assert "kimik3-dspark-config-compat: /tmp/Kimi-K3-DSpark -> /models/Kimi-K3-DSpark (pard_token 163838)" in \
+        (logs / "preflight3.log").read_text()
+    assert not [d for d in NODE_DISKS for name in ("Kimi-K3", "Kimi-K3-DSpark") if (d / name).exists()], \
+        "the stand-in was left on the nodes"
     assert squeue("servebench-preflight-") == [] and processes_with(str(tmp_path)) == []
 
 
@@ -104,36 +114,6 @@ def test_a_port_the_recipe_pins_held_by_another_session_is_one_finding(slurm, se
     assert "login: ports: pinned port: port 13345 (dp_rpc, pinned by the recipe) is taken on this machine by" \
         in res.stdout, res.stdout
     assert squeue("servebench-preflight-") == []
-
-
-def test_the_offload_arm_in_containers_finds_only_what_cannot_exist_off_cluster(slurm, serve_venv, kimi_standin,
-                                                                                tmp_path):
-    """The widest of the seed's layouts, DEP16 with the CPU tier, preflighted on four Slurm nodes with every step in
-    a pyxis container as on gb200-nv (the pyxis model), a Kimi-shaped stand-in staged where gb200-nv stages the
-    model: the DSpark setup script runs in each worker's container, the node checks after it, the tokenizer copy
-    and the client check in the client's container on the head node; what cannot exist off-cluster is found, and
-    nothing else. TP16's and TEP16's leader + headless followers run the same per-node checks."""
-    res = run_cli("preflight", "dep_offload", "--on", "gb200-local", "--results-dir", tmp_path)
-    assert res.returncode == 1, res.stdout + res.stderr
-    found = blocks(res.stdout)
-    assert sorted(found) == ["kimi-k3-gb200-dep_offload"], res.stdout
-    for profile, lines in found.items():
-        # the recipe's own job options and pins (the stand-in's venv has Dynamo 1.6.1), and the corpus, which
-        # cannot be staged from here (no Hub access)
-        assert kinds(lines[1:]) == {"image", "corpus"}, "\n".join(lines)
-        text = "\n".join(lines)
-        assert "dynamo 1.6.1 here, the recipe pins 1.3.0" in text
-        assert f"n1 (rank 0): corpus: corpus: semianalysis_cc_traces_weka_062126 (semianalysisai/cc-traces-weka-062126) " \
-               f"does not load offline from {tmp_path}/.hf-cache" in text
-        assert f"servebench stage {profile} --cache {tmp_path}/.hf-cache" in text
-    assert squeue("servebench-preflight-") == []
-    assert processes_with(str(tmp_path)) == []
-    for profile in found:
-        logs = tmp_path / profile / "logs"
-        assert {p.name for p in logs.iterdir()} >= {"etcd.log", "nats.log", "preflight0.log", "client-check.log"}
-        # the setup script built the DSpark view in the worker's own container, before the node's checks ran there
-        assert "kimik3-dspark-config-compat: /tmp/Kimi-K3-DSpark -> /models/Kimi-K3-DSpark (pard_token 163838)" in \
-            (logs / "preflight3.log").read_text()
 
 
 def test_the_node_check_catches_a_bare_scheduler_class(serve_venv, recipes, tmp_path):

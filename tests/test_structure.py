@@ -17,6 +17,12 @@ LAYERS = ("tools", "core", "recipe", "catalog", "cluster", "server", "load", "re
 TOP = {"servebench": "core", "servebench.__main__": "cli"}     # the package itself, `python -m servebench`
 
 
+def modules() -> list[Path]:
+    """servebench's modules: every .py file but the data's (servebench/data/standin holds a stand-in model's remote
+    code, files the suite copies, never imports)."""
+    return sorted(p for p in PKG.rglob("*.py") if "data" not in p.relative_to(PKG).parts[:1])
+
+
 @functools.lru_cache(maxsize=None)
 def tree(text: str) -> ast.Module:
     """One parse per module text for all the checks here (parsing the package ~10 times cost ~1.5 CPU-s); the
@@ -61,7 +67,7 @@ def imports(path: Path) -> set[str]:
 
 @functools.lru_cache(maxsize=None)
 def graph() -> dict[str, set[str]]:
-    mods = {module_name(p): p for p in PKG.rglob("*.py")}
+    mods = {module_name(p): p for p in modules()}
     # importing a.b.c runs a/__init__ and a/b/__init__ too, but those are the package's own business:
     # an edge is what this file asks for.
     return {name: {m for m in imports(path) if m in mods} for name, path in mods.items()}
@@ -142,7 +148,7 @@ def test_the_architecture_page_names_every_folder():
     assert on_disk == set(LAYERS)
 
 
-@pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
+@pytest.mark.parametrize("path", sorted(modules()), ids=lambda p: str(p.relative_to(PKG)))
 def test_module_is_small(path):
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_LINES, f"{path.relative_to(PKG.parent)} has {lines} lines (> {MAX_LINES}): split it"
@@ -151,7 +157,7 @@ def test_module_is_small(path):
 def test_no_print_in_the_library():
     """Output is logging (pytest shows it) or the CLI's own stdout; tools run in other interpreters."""
     offenders = []
-    for path in PKG.rglob("*.py"):
+    for path in modules():
         if layer(module_name(path)) in ("cli", "tools"):
             continue
         for node in nodes(path.read_text()):
@@ -163,7 +169,7 @@ def test_no_print_in_the_library():
 def test_one_polling_loop():
     """Waits go through servebench.core.poll; no other module sleeps in a loop."""
     offenders = []
-    for path in PKG.rglob("*.py"):
+    for path in modules():
         if path == PKG / "core" / "poll.py" or layer(module_name(path)) == "tools":
             continue
         for node in nodes(path.read_text()):
@@ -214,7 +220,7 @@ def hand_built_paths(rel: str, text: str) -> list[str]:
 
 
 def test_every_path_of_the_results_folder_comes_from_its_owner():
-    offenders = [line for path in sorted(PKG.rglob("*.py")) if path != OWNER and layer(module_name(path)) != "tools"
+    offenders = [line for path in sorted(modules()) if path != OWNER and layer(module_name(path)) != "tools"
                  for line in hand_built_paths(str(path.relative_to(PKG)), path.read_text())]
     assert offenders == []
 
@@ -251,8 +257,8 @@ def twice_defined(modules: dict[str, dict[str, object]]) -> list[str]:
 
 def test_a_constant_has_one_owner():
     """The same name bound to the same value in two modules is one concept with two owners (SCHEMA_ID was)."""
-    modules = {str(p.relative_to(PKG)): constants(p) for p in PKG.rglob("*.py") if layer(module_name(p)) != "tools"}
-    assert twice_defined(modules) == []
+    found = {str(p.relative_to(PKG)): constants(p) for p in modules() if layer(module_name(p)) != "tools"}
+    assert twice_defined(found) == []
 
 
 def test_the_constant_check_finds_a_second_owner():
@@ -286,7 +292,7 @@ def frontend_branches(rel: str, text: str) -> list[str]:
 
 def test_what_differs_between_frontends_is_the_frontends_own():
     """No `dynamo`/`vllm` branch outside servebench/server/frontends: a frontend is one class a site can add."""
-    offenders = [line for path in sorted(PKG.rglob("*.py")) if "frontends" not in path.parts
+    offenders = [line for path in sorted(modules()) if "frontends" not in path.parts
                  and layer(module_name(path)) != "tools"
                  for line in frontend_branches(str(path.relative_to(PKG)), path.read_text())]
     assert offenders == []

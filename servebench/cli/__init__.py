@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from servebench.cli import components, docs, history, jobs, recipes, results
+from servebench.cli import components, docs, history, jobs, recipes, rehearse, results
 from servebench.cli.base import run
 
-COMMANDS = (*recipes.COMMANDS, *results.COMMANDS, *history.COMMANDS, *components.COMMANDS, *jobs.COMMANDS,
-            *docs.COMMANDS)
+COMMANDS = (*recipes.COMMANDS, *results.COMMANDS, *history.COMMANDS, *components.COMMANDS, *rehearse.COMMANDS,
+            *jobs.COMMANDS, *docs.COMMANDS)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -41,6 +41,12 @@ def _run(argv: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+def partition_nodes(partition: str | None) -> list[str]:
+    """The node names of a partition (the default one when None), as sinfo lists them."""
+    argv = ["sinfo", "-h", "-N", "-o", "%N"] + ([f"--partition={partition}"] if partition else [])
+    return sorted(set(_run(argv).stdout.split()))
+
+
 def sbatch_directives(req: AllocationRequest) -> list[str]:
     opts = {"job-name": req.name, "nodes": str(req.nodes), "ntasks-per-node": "1"}
     if req.gpus_per_node:

@@ -12,9 +12,9 @@ from servebench.core.poll import Done, PollTimeout, poll
 from servebench.core.results_folder import ProfileFolder
 
 # A fixed script: the sources follow as arguments, so no path is spliced into shell text.
-CHECK = ("sh", "-c", 'for p; do [ -e "$p" ] || printf "servebench-missing %s\\n" "$p"; done; '
-         "echo servebench-mounts-checked", "servebench-mounts")
-MISSING, CHECKED = "servebench-missing ", "servebench-mounts-checked"
+CHECK = ("sh", "-c", 'echo servebench-mounts-start; for p; do [ -e "$p" ] || printf "servebench-missing %s\\n" "$p"; '
+         "done; echo servebench-mounts-checked", "servebench-mounts")
+START, MISSING, CHECKED = "servebench-mounts-start", "servebench-missing ", "servebench-mounts-checked"
 
 
 def sources(allocation: Allocation) -> list[str]:
@@ -43,5 +43,7 @@ def missing(allocation: Allocation, folder: ProfileFolder,
             lines = proc.log.read_text(errors="replace").splitlines()
         except OSError:
             lines = []
+        if START in lines:              # a log kept from an earlier look in this folder: this look's lines only
+            lines = lines[len(lines) - lines[::-1].index(START):]
         out[proc.node] = [ln[len(MISSING):] for ln in lines if ln.startswith(MISSING)] if CHECKED in lines else None
     return out

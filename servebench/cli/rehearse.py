@@ -1,0 +1,56 @@
+"""``servebench rehearse``: a profile's first run on a stand-in of its cluster (the local Slurm shaped like it, every
+step in a pyxis container), twice: on bare nodes, as a fresh allocation's disks are, and with a stand-in of what the
+launch reads before the weights staged where the cluster stages the model. It prints what a real first run would
+meet at each stage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from servebench.cli.base import RESULTS_DIR, Command
+from servebench.cli.recipes import catalog, many
+from servebench.core.results_folder import ResultsFolder
+
+
+class RehearseCommand(Command):
+    name = "rehearse"
+    help = "a profile's launch on a stand-in cluster, on bare nodes and with a stand-in model staged: what a first " \
+           "run meets"
+    options = (RESULTS_DIR,)
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("targets", nargs="+", help="profiles")
+        parser.add_argument("--on", metavar="CLUSTER", default="gb200-local",
+                            help="the stand-in cluster (slurm.node_local disks; default gb200-local)")
+
+    def run(self, args) -> int:
+        from servebench.cluster.slurm import partition_nodes
+        from servebench.load.preflight import check_steps
+        from servebench.server import preflight, standin
+        cat = catalog(args)
+        if args.on not in cat.clusters:
+            raise SystemExit(f"servebench rehearse: no cluster {args.on!r} (known: {', '.join(sorted(cat.clusters))})")
+        cluster = cat.clusters[args.on]
+        if not cluster.slurm.node_local or cluster.backend != "slurm":
+            raise SystemExit(f"servebench rehearse: cluster {args.on} is no stand-in (a Slurm cluster file with "
+                             "slurm.node_local disks, e.g. gb200-local)")
+        results = ResultsFolder.at(Path(args.results_dir).absolute())
+        nodes = partition_nodes(cluster.slurm.partition)
+        for prof in (preflight.retarget(p, cluster) for p in many(cat, args.targets)):
+            print(f"{prof.id} rehearsed on {cluster.name} (nodes {', '.join(nodes)}):", flush=True)
+            print("1. a fresh allocation, nothing staged on the nodes' disks:", flush=True)
+            bare = preflight.allocate_and_check(prof, results, Path.cwd(), extra=check_steps(prof, results))
+            print("\n".join("   " + line for line in bare.lines()), flush=True)
+            made = standin.stage(prof, nodes)
+            try:
+                staged = ", ".join(sorted({str(p.name) for p in made})) or "nothing (already there)"
+                print(f"2. with the stand-in staged on every node ({staged}; servebench/data/standin: no weights):",
+                      flush=True)
+                ready = preflight.allocate_and_check(prof, results, Path.cwd(), extra=check_steps(prof, results))
+                print("\n".join("   " + line for line in ready.lines()), flush=True)
+            finally:
+                standin.remove(made)
+        return 0
+
+
+COMMANDS = (RehearseCommand,)

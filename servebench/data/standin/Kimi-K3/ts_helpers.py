@@ -1,0 +1,2 @@
+def lower(text):
+    return text.lower()
