@@ -161,7 +161,8 @@ def test_a_hardware_run_preflights_first_and_starts_no_server(slurm, serve_venv,
     manifest = (out / "latest" / "manifest.json").read_text()
     assert '"server_starts": []' in manifest
     logs = {p.name for p in (out / "latest" / "kimi-k3-gb200-tp" / "logs").iterdir()}
-    assert "preflight0.log" in logs and not any(n.startswith(("frontend", "worker")) for n in logs)
+    # the mount look ran first, on the nodes themselves; no container was tried, etcd's and NATS's neither
+    assert logs == {f"mounts{i}.log" for i in range(4)}, logs
     assert squeue("kimi-k3") == [] and squeue("-tp") == []
     assert processes_with(str(out)) == []
 

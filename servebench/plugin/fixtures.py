@@ -139,9 +139,13 @@ def sb_deployment(sb_profile: Profile, sb_allocation_key: str, sb_allocation: Al
     def preflight_first(dep: deploy.Deployment) -> None:
         """Every hardware run checks its nodes before any weights load."""
         report = preflight.run(profile, server_plan, sb_allocation, where, assembly.folder,
-                               extra=check_steps(profile, session.results))
+                               extra=check_steps(profile, session.results), mounts_checked=True)
         if not report.ok:
             raise deploy.ServerError("\n".join(report.lines()))
+    if profile.cluster.kind == "gpu":   # before etcd/NATS: no container starts where a mount source is missing
+        absent = preflight.mounts_report(profile, sb_allocation, where, assembly.folder, time.monotonic())
+        if absent is not None:
+            pytest.fail(f"{profile.id}: servers did not come up: " + "\n".join(absent.lines()), pytrace=False)
     try:
         dep = assembly.start(sb_allocation, model_dir, server_plan,
                              before_servers=preflight_first if profile.cluster.kind == "gpu" else None)
