@@ -2,6 +2,7 @@
 beside it the bound, every timeout of the suite's own reached, which is what a job's time limit must cover for the
 suite, not Slurm, to end what runs long."""
 
+import dataclasses
 import inspect
 
 from servebench.catalog import budget as b
@@ -34,3 +35,40 @@ def test_each_timeout_the_bound_counts_is_the_one_the_suite_waits_with():
     assert inspect.signature(mounts.missing).parameters["timeout"].default == b.MOUNTS_TIMEOUT_S
     assert slurm.KILL_WAIT_S is b.KILL_WAIT_S
     assert len(STOP_TIERS) == b.RELEASE_TIERS
+
+
+SCONTROL = (  # `scontrol show partition -o` (Slurm 22.05), cut to the fields that matter
+    "PartitionName=debug AllowGroups=ALL Default=YES QoS=N/A DefaultTime=NONE MaxNodes=UNLIMITED MaxTime=UNLIMITED "
+    "State=UP TotalNodes=4\n"
+    "PartitionName=shared AllowGroups=ALL Default=NO QoS=N/A DefaultTime=00:30:00 MaxTime=UNLIMITED State=UP\n"
+    "PartitionName=batch AllowGroups=ALL Default=NO QoS=N/A DefaultTime=NONE MaxTime=2-00:00:00 State=UP\n")
+
+
+def test_the_limit_a_job_without_time_gets_is_the_partitions_default_else_its_maximum():
+    from servebench.cluster.slurm import partition_limit
+    assert partition_limit(SCONTROL, "shared") == "00:30:00"
+    assert partition_limit(SCONTROL, "batch") == "2-00:00:00"
+    assert partition_limit(SCONTROL, "debug") is None and partition_limit(SCONTROL, None) is None   # the default
+    assert partition_limit(SCONTROL, "absent") is None
+
+
+def test_a_recipe_without_a_time_limit_is_refused_where_the_partitions_default_is_shorter(catalog, slurm, tmp_path):
+    """The seed's dep_offload needs ~10.6 h; without slurm.time_limit the partition's default applies (scripts/slurm-
+    local's `shared` partition has DefaultTime=00:30:00, as sites set one), and the job would end mid-sweep. Read
+    from the real scontrol, refused before anything is allocated; with the recipe's own limit the rule judges."""
+    from servebench.core.results_folder import ResultsFolder
+    from servebench.server.assembly import Assembly
+    from servebench.server.preflight import retarget
+    assert slurm.default_time_limit("shared") == "00:30:00" and slurm.default_time_limit("debug") is None
+    prof = retarget(by_id(catalog, "kimi-k3-gb200-dep_offload"), catalog.clusters["gb200-local"])
+    recipe = prof.recipe.model_copy(update={"slurm": prof.recipe.slurm.model_copy(update={"time_limit": None,
+                                                                                          "partition": "shared"})})
+    unlimited = dataclasses.replace(prof, recipe=recipe)
+    said = Assembly(unlimited, ResultsFolder.at(tmp_path), "RUN").limit_problem()
+    assert said == ("the recipe names no time limit, so partition shared's default 00:30:00 applies, and the "
+                    f"allocation holds {b.budget(unlimited).describe()}: set slurm.time_limit to at least "
+                    f"{b.clock(b.budget(unlimited).held_s())}")
+    assert Assembly(prof, ResultsFolder.at(tmp_path), "RUN").limit_problem() is None      # the recipe's 12 h
+    on_debug = dataclasses.replace(prof, recipe=recipe.model_copy(update={"slurm": recipe.slurm.model_copy(
+        update={"partition": "debug"})}))
+    assert Assembly(on_debug, ResultsFolder.at(tmp_path), "RUN").limit_problem() is None  # no default there

@@ -321,3 +321,20 @@ def test_the_client_reads_the_cache_stage_fills_in_a_session_and_in_preflight(ca
     for workdir in (session, preflight):
         where = placement_for(prof, ["n1"] * 4, ["n1"] * 4, str(workdir), root=str(REPO))
         assert where.client.cache == str(staged), workdir
+
+
+def test_a_client_whose_container_never_started_is_said_so_not_that_its_files_did_not_come_back(tmp_path):
+    """A client step whose container did not start (a missing mount, an image that is not there) wrote nothing; it
+    was reported as a results folder the login host cannot read (FilesNotBack), which sent one to the wrong fix."""
+    from servebench.load.client import ClientSetupFailed, check_after
+    from servebench.load.generator import Invocation
+    from servebench.server.steps import ClientSpec
+    log = tmp_path / "aiperf.log"
+    log.write_text("slurmstepd-n1: error: pyxis: container start failed: mount source /mnt/numa1/models/Kimi-K3 "
+                   "does not exist on this node (enroot: No such file or directory)\n"
+                   "srun: error: n1: task 0: Exited with exit code 1\n")
+    inv = Invocation(["aiperf"], {}, tmp_path / "out", log, tmp_path / "cmd")
+    client = ClientSpec("head", "n1", "python3", "/servebench-tools", None, "/cache", "/tmp", "/model")
+    with pytest.raises(ClientSetupFailed, match="the client's container did not start on n1, so the load generator "
+                       "never ran: slurmstepd-n1: error: pyxis: container start failed: mount source /mnt/numa1"):
+        check_after(client, inv, 1, wrote=False)

@@ -274,6 +274,10 @@ class Backend(ABC):
         """What is submitted to hold the nodes (None: nothing is)."""
         return None
 
+    def default_time_limit(self, partition: str | None) -> str | None:
+        """The time limit a job that names none gets in ``partition`` (None: none, or not known here)."""
+        return None
+
     @abstractmethod
     def unavailable(self) -> str | None:
         """Why this backend cannot allocate here, or None."""

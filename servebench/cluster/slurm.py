@@ -47,6 +47,20 @@ def partition_nodes(partition: str | None) -> list[str]:
     return sorted(set(_run(argv).stdout.split()))
 
 
+def partition_limit(scontrol: str, partition: str | None) -> str | None:
+    """From ``scontrol show partition -o``: the limit a job without ``--time`` gets in ``partition`` (the default
+    partition when None): its DefaultTime, else its MaxTime; None when both are unlimited (or no such partition)."""
+    for line in scontrol.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if (partition is None and fields.get("Default") == "YES") or fields.get("PartitionName") == partition:
+            for key in ("DefaultTime", "MaxTime"):
+                value = fields.get(key, "")
+                if value and value.upper() not in ("NONE", "UNLIMITED", "INFINITE"):
+                    return value
+            return None
+    return None
+
+
 def sbatch_directives(req: AllocationRequest) -> list[str]:
     opts = {"job-name": req.name, "nodes": str(req.nodes), "ntasks-per-node": "1"}
     if req.gpus_per_node:
@@ -241,6 +255,12 @@ class SlurmBackend(Backend):
     def dry_run(self, request: AllocationRequest) -> Allocation:
         return SlurmAllocation(request, [f"node{i}" for i in range(request.nodes)], "JOB", dry=True,
                                node_local=self._node_local)
+
+    def default_time_limit(self, partition: str | None) -> str | None:
+        try:
+            return partition_limit(_run(["scontrol", "show", "partition", "-o"], timeout=15).stdout, partition)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
 
     def unavailable(self) -> str | None:
         if shutil.which("sbatch") is None:

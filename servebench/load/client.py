@@ -13,6 +13,7 @@ point that says so (:class:`FilesNotBack`), not a point with no requests.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from servebench.cluster import Allocation
@@ -28,6 +29,10 @@ class ClientSetupFailed(RuntimeError):
 
 class FilesNotBack(RuntimeError):
     """The generator ran on a node, and nothing it wrote is visible on this host."""
+
+
+# What pyxis (and the pyxis model) write when a step's container does not start: the program never ran.
+_NO_CONTAINER = re.compile(r"pyxis: .*(fail|couldn't|could not|not started)", re.I)
 
 
 class _Step:
@@ -66,9 +71,14 @@ def check_after(client: ClientSpec, inv: Invocation, code: int | None, wrote: bo
     """Why a finished run did not measure (a preamble step failed; the files did not come back), or nothing."""
     if code not in (0, None):
         _, failed = preamble_said(inv.log)
+        lines = inv.log.read_text(errors="replace").splitlines() if inv.log.exists() else []
+        tail = "\n".join(lines[-15:])
         if failed:
-            tail = "\n".join(inv.log.read_text(errors="replace").splitlines()[-15:])
             raise ClientSetupFailed(f"{failed} (the client on {client.node}); last lines of {inv.log}:\n{tail}")
+        start = next((ln for ln in lines if _NO_CONTAINER.search(ln)), None)
+        if start is not None:                   # not "nothing came back": nothing ran
+            raise ClientSetupFailed(f"the client's container did not start on {client.node}, so the load generator "
+                                    f"never ran: {start.strip()}; last lines of {inv.log}:\n{tail}")
     if client.on == "head" and not wrote:
         raise FilesNotBack(
             f"the load generator ran on {client.node} and wrote into {inv.out_dir} as that node sees it; nothing of "

@@ -105,8 +105,12 @@ def sb_allocation(sb_profile: Profile, sb_allocation_key: str, request: pytest.F
     if reason:
         pytest.skip(f"{sb_profile.id}: {reason}")
     session = of(config)
+    assembly = session.assembly(sb_profile, sb_allocation_key)
+    short = assembly.limit_problem()
+    if short:
+        pytest.fail(f"{sb_profile.id}: not allocated: {short}", pytrace=False)
     requested = time.time()
-    alloc: Allocation = session.assembly(sb_profile, sb_allocation_key).allocate()
+    alloc: Allocation = assembly.allocate()
     entry = session.manifest.allocated(sb_allocation_key, {**alloc.describe(), "requested_at": requested,
                                                           "gpus": sb_profile.topology.gpus})
     try:

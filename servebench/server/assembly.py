@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from servebench.catalog.budget import budget, clock, seconds
 from servebench.cluster import Allocation, AllocationRequest, Backend, backend_for
 from servebench.cluster.request import configs_dir, request_for
 from servebench.core.results_folder import ProfileFolder, ResultsFolder
@@ -45,6 +46,20 @@ class Assembly:
     def request(self) -> AllocationRequest:
         wanted = request_for(self.profile, self.backend, self.run_id, self.folder, self.part, str(self.root))
         return (self.adjust(wanted) or wanted) if self.adjust is not None else wanted
+
+    def limit_problem(self) -> str | None:
+        """Why the allocation would end before its points do, where the recipe names no time limit and the
+        partition's default applies (read from the scheduler; the recipe's own limit is the time-budget rule's)."""
+        req = self.request()
+        if req.time_limit or self.dry:
+            return None
+        limit = self.backend.default_time_limit(req.partition)
+        b = budget(self.profile)
+        if limit is None or seconds(limit) is None or seconds(limit) >= b.held_s():
+            return None
+        where = f"partition {req.partition}" if req.partition else "the default partition"
+        return (f"the recipe names no time limit, so {where}'s default {limit} applies, and the allocation holds "
+                f"{b.describe()}: set slurm.time_limit to at least {clock(b.held_s())}")
 
     def allocate(self) -> Allocation:
         req = self.request()
