@@ -64,11 +64,15 @@ def test_a_recipe_without_a_time_limit_is_refused_where_the_partitions_default_i
     recipe = prof.recipe.model_copy(update={"slurm": prof.recipe.slurm.model_copy(update={"time_limit": None,
                                                                                           "partition": "shared"})})
     unlimited = dataclasses.replace(prof, recipe=recipe)
-    said = Assembly(unlimited, ResultsFolder.at(tmp_path), "RUN").limit_problem()
+
+    def limit(profile):
+        assembly = Assembly(profile, ResultsFolder.at(tmp_path), "RUN")
+        return assembly.limit_problem(assembly.request())
+    said = limit(unlimited)
     assert said == ("the recipe names no time limit, so partition shared's default 00:30:00 applies, and the "
                     f"allocation holds {b.budget(unlimited).describe()}: set slurm.time_limit to at least "
                     f"{b.clock(b.budget(unlimited).held_s())}")
-    assert Assembly(prof, ResultsFolder.at(tmp_path), "RUN").limit_problem() is None      # the recipe's 12 h
+    assert limit(prof) is None                                                            # the recipe's 12 h
     on_debug = dataclasses.replace(prof, recipe=recipe.model_copy(update={"slurm": recipe.slurm.model_copy(
         update={"partition": "debug"})}))
-    assert Assembly(on_debug, ResultsFolder.at(tmp_path), "RUN").limit_problem() is None  # no default there
+    assert limit(on_debug) is None                                                        # no default there

@@ -88,6 +88,17 @@ def step_name(req: AllocationRequest, process: str) -> str:
     return f"{req.name}.{process}"
 
 
+def step_image(req: AllocationRequest, image: str | None) -> str | None:
+    """The image a step runs in: its own, else the allocation's; None on the node itself (ON_THE_NODE, or none)."""
+    image = image or req.container_image
+    return None if image == ON_THE_NODE else image
+
+
+def node_disks(node_local: dict[str, str], node: str) -> dict[str, str]:
+    """A stand-in's node-local disks on ``node``: path every step sees -> this host's folder behind it."""
+    return {path: backing.replace("{node}", node) for path, backing in node_local.items()}
+
+
 def srun_prefix(job_id: str, node: str, req: AllocationRequest, process: str = "step",
                 image: str | None = None, env: dict[str, str | None] | None = None,
                 node_local: dict[str, str] | None = None) -> list[str]:
@@ -97,8 +108,8 @@ def srun_prefix(job_id: str, node: str, req: AllocationRequest, process: str = "
     the command line. A stand-in's node-local disks are the pyxis model's own option there."""
     argv = ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
             "--export=ALL", f"--job-name={step_name(req, process)}"]
-    image = image or req.container_image
-    if image and image != ON_THE_NODE:
+    image = step_image(req, image)
+    if image:
         argv.append(f"--container-image={image}")
         if req.container_mounts:
             argv.append("--container-mounts=" + mount_option(req.container_mounts))
@@ -107,7 +118,7 @@ def srun_prefix(job_id: str, node: str, req: AllocationRequest, process: str = "
             argv.append("--container-env=" + ",".join(names))
         if node_local:
             argv.append("--servebench-node-local=" + ",".join(
-                f"{path}={backing.replace('{node}', node)}" for path, backing in node_local.items()))
+                f"{path}={backing}" for path, backing in node_disks(node_local, node).items()))
     argv += [f"--{k}={v}" if v != "" else f"--{k}" for k, v in req.srun_options.items()]
     return argv
 
@@ -131,7 +142,7 @@ NODE_LOCAL = ("unshare", "--mount", "--propagation", "private", "sh", "-c",
 def node_local_argv(node_local: dict[str, str], node: str, argv: list[str]) -> list[str]:
     if not node_local:
         return argv
-    pairs = [a for path, backing in node_local.items() for a in (backing.replace("{node}", node), path)]
+    pairs = [a for path, backing in node_disks(node_local, node).items() for a in (backing, path)]
     return [*NODE_LOCAL, *pairs, "--", *argv]
 
 
@@ -146,7 +157,7 @@ class SlurmAllocation(Allocation):
 
     def _command(self, node: str, argv: list[str], env: dict[str, str | None], name: str,
                  image: str | None = None) -> list[str]:
-        if (image or self.request.container_image or ON_THE_NODE) != ON_THE_NODE:
+        if step_image(self.request, image):
             # in a container: the pyxis (model) options set the environment and the node-local disks
             return [*srun_prefix(self.job_id, node, self.request, name, image, env, self.node_local), "--",
                     *unset_argv(env, argv)]

@@ -106,11 +106,12 @@ def sb_allocation(sb_profile: Profile, sb_allocation_key: str, request: pytest.F
         pytest.skip(f"{sb_profile.id}: {reason}")
     session = of(config)
     assembly = session.assembly(sb_profile, sb_allocation_key)
-    short = assembly.limit_problem()
+    req = assembly.request()          # once: a site's allocation hook adjusts it once
+    short = assembly.limit_problem(req)
     if short:
         pytest.fail(f"{sb_profile.id}: not allocated: {short}", pytrace=False)
     requested = time.time()
-    alloc: Allocation = assembly.allocate()
+    alloc: Allocation = assembly.allocate(req)
     entry = session.manifest.allocated(sb_allocation_key, {**alloc.describe(), "requested_at": requested,
                                                           "gpus": sb_profile.topology.gpus})
     try:

@@ -47,10 +47,9 @@ class Assembly:
         wanted = request_for(self.profile, self.backend, self.run_id, self.folder, self.part, str(self.root))
         return (self.adjust(wanted) or wanted) if self.adjust is not None else wanted
 
-    def limit_problem(self) -> str | None:
-        """Why the allocation would end before its points do, where the recipe names no time limit and the
+    def limit_problem(self, req: AllocationRequest) -> str | None:
+        """Why the allocation ``req`` would end before its points do, where the recipe names no time limit and the
         partition's default applies (read from the scheduler; the recipe's own limit is the time-budget rule's)."""
-        req = self.request()
         if req.time_limit or self.dry:
             return None
         limit = self.backend.default_time_limit(req.partition)
@@ -61,8 +60,9 @@ class Assembly:
         return (f"the recipe names no time limit, so {where}'s default {limit} applies, and the allocation holds "
                 f"{b.describe()}: set slurm.time_limit to at least {clock(b.held_s())}")
 
-    def allocate(self) -> Allocation:
-        req = self.request()
+    def allocate(self, req: AllocationRequest | None = None) -> Allocation:
+        """The nodes for ``req`` (the request, once a caller has looked at it; else made here)."""
+        req = req or self.request()
         return self.backend.dry_run(req) if self.dry else self.backend.allocate(req)
 
     def model_dir(self) -> Path | None:

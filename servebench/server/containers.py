@@ -70,9 +70,8 @@ def host_paths_inside(plan: ServerPlan) -> list[str]:
         box = proc.container
         if box.image is None or not box.mounts:
             continue
-        roots = {r for src, _ in box.mounts for r in (src, str(PurePosixPath(src).parent))
-                 if r != "/" and r not in CONTAINER_OWN}
-        roots |= {src for src, _ in box.mounts if src != "/"}
+        roots = {src for src, _ in box.mounts if src != "/"} | \
+            {parent for src, _ in box.mounts if (parent := str(PurePosixPath(src).parent)) not in ("/", *CONTAINER_OWN)}
         inside = [dst for _, dst in box.mounts]
         values = [(f"environment {k}", v) for k, v in proc.env.items() if v] + \
                  [(f"argument {a!r}" if len(a) < 60 else "an argument", a) for a in proc.argv]

@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from servebench.cluster.request import container_mounts
+from servebench.cluster.slurm import node_disks
 from servebench.recipe.profile import Profile
 
 DATA = Path(str(resources.files("servebench").joinpath("data/standin")))
@@ -22,9 +23,9 @@ DATA = Path(str(resources.files("servebench").joinpath("data/standin")))
 def on_node(profile: Profile, path: str, node: str) -> Path | None:
     """Where ``path`` (as the node's steps see it) is on this host for ``node``: under one of the cluster's
     node-local disks, else None (not a stand-in's node disk)."""
-    for disk, backing in profile.cluster.slurm.node_local.items():
+    for disk, backing in node_disks(profile.cluster.slurm.node_local, node).items():
         if PurePosixPath(path).is_relative_to(disk):
-            return Path(backing.replace("{node}", node)) / PurePosixPath(path).relative_to(disk)
+            return Path(backing) / PurePosixPath(path).relative_to(disk)
     return None
 
 
