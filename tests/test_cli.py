@@ -152,3 +152,14 @@ def test_importing_the_cli_touches_no_file(monkeypatch):
         importlib.reload(importlib.import_module(module))
     importlib.reload(cli)
     assert looked == []
+
+
+def test_rehearse_without_a_scheduler_is_one_line(repo, tmp_path):
+    """`servebench rehearse` where no Slurm answers (a laptop, CI before slurm-local): one line with the way out,
+    not sinfo's FileNotFoundError."""
+    import os
+    res = subprocess.run([sys.executable, "-m", "servebench", "rehearse", "dep_offload", "--results-dir",
+                          str(tmp_path)], cwd=repo, capture_output=True, text=True,
+                         env={**os.environ, "PATH": "/nonexistent"})       # no sbatch, no sinfo
+    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
+    assert "servebench rehearse: cannot allocate on gb200-local: no Slurm client (sbatch) on PATH" in res.stderr

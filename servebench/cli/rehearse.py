@@ -24,6 +24,7 @@ class RehearseCommand(Command):
                             help="the stand-in cluster (slurm.node_local disks; default gb200-local)")
 
     def run(self, args) -> int:
+        from servebench.cluster import backend_for
         from servebench.cluster.slurm import partition_nodes
         from servebench.load.preflight import check_steps
         from servebench.server import preflight, standin
@@ -34,6 +35,10 @@ class RehearseCommand(Command):
         if not cluster.slurm.node_local or cluster.backend != "slurm":
             raise SystemExit(f"servebench rehearse: cluster {args.on} is no stand-in (a Slurm cluster file with "
                              "slurm.node_local disks, e.g. gb200-local)")
+        why = backend_for(cluster).unavailable()
+        if why:
+            raise SystemExit(f"servebench rehearse: cannot allocate on {cluster.name}: {why} (as root, "
+                             "scripts/slurm-local start starts the local Slurm)")
         results = ResultsFolder.at(Path(args.results_dir).absolute())
         nodes = partition_nodes(cluster.slurm.partition)
         for prof in (preflight.retarget(p, cluster) for p in many(cat, args.targets)):
