@@ -5,6 +5,8 @@ suite, not Slurm, to end what runs long."""
 import dataclasses
 import inspect
 
+import pytest
+
 from servebench.catalog import budget as b
 from tests.conftest import by_id, run_cli
 
@@ -52,6 +54,7 @@ def test_the_limit_a_job_without_time_gets_is_the_partitions_default_else_its_ma
     assert partition_limit(SCONTROL, "absent") is None
 
 
+@pytest.mark.slurm
 def test_a_recipe_without_a_time_limit_is_refused_where_the_partitions_default_is_shorter(catalog, slurm, tmp_path):
     """The seed's dep_offload needs ~10.6 h; without slurm.time_limit the partition's default applies (scripts/slurm-
     local's `shared` partition has DefaultTime=00:30:00, as sites set one), and the job would end mid-sweep. Read
