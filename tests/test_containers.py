@@ -68,7 +68,7 @@ def test_mounts_read_only_and_a_tmp_of_the_steps_own(model, tmp_path):
          interval=0.5, what="the step's unpacked container to be removed")
 
 
-def test_the_processs_environment_wins_over_the_images_inside_its_container(model, slurm, tmp_path):
+def test_the_processs_environment_wins_over_the_images_inside_its_container(model, slurm, tmp_path, monkeypatch):
     """pyxis sets the image's ENV over srun's task environment, so a recipe's NCCL_*/HF_* value the image also sets
     was silently the image's: a launch names its environment in --container-env (values stay in srun's
     environment) and unsets what the recipe unsets inside the container."""
@@ -76,6 +76,7 @@ def test_the_processs_environment_wins_over_the_images_inside_its_container(mode
 
     from servebench.cluster.base import AllocationRequest
     token = f"sbtest-env-{uuid.uuid4().hex[:8]}"
+    monkeypatch.chdir(tmp_path)         # started from a folder the image does not have, as CI's checkout is
     alloc = slurm.allocate(AllocationRequest(name=token, nodes=1, partition="debug", workdir=tmp_path,
                                              container_image=str(SERVE), stop_grace_s=5), timeout=300)
     try:
@@ -88,4 +89,5 @@ def test_the_processs_environment_wins_over_the_images_inside_its_container(mode
         alloc.release()
     assert shown.log.read_text().splitlines()[-1] == "recipe|yes|/", shown.log.read_text()     # in the image
     assert unset.log.read_text().splitlines()[-1] == "unset", unset.log.read_text()
+    assert "couldn't chdir" not in shown.log.read_text() + unset.log.read_text()      # a step starts in /
     assert "SERVEBENCH_IMAGE=recipe" not in " ".join(shown.command)

@@ -105,12 +105,16 @@ def srun_prefix(job_id: str, node: str, req: AllocationRequest, process: str = "
     """The srun command line of one step. In a container (pyxis) the image's ENV is set over the task's environment
     (pyxis: "their existing values in the image take precedence"), so the names of the process's own environment
     go in ``--container-env`` and win inside the container; their values travel in srun's environment, never on
-    the command line. A stand-in's node-local disks are the pyxis model's own option there."""
+    the command line. A stand-in's node-local disks are the pyxis model's own option there.
+
+    A container step starts in ``/`` (``--chdir``): Slurm changes into the step's folder again after pyxis entered
+    the container (slurmstepd's ``_pre_task_child_privileged``), and the folder servebench was started from is not in
+    the image, so every step's log began with "couldn't chdir ... going to /tmp instead"."""
     argv = ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
             "--export=ALL", f"--job-name={step_name(req, process)}"]
     image = step_image(req, image)
     if image:
-        argv.append(f"--container-image={image}")
+        argv += [f"--container-image={image}", "--chdir=/"]
         if req.container_mounts:
             argv.append("--container-mounts=" + mount_option(req.container_mounts))
         names = sorted(k for k, v in (env or {}).items() if v is not None)
