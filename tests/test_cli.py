@@ -154,12 +154,10 @@ def test_importing_the_cli_touches_no_file(monkeypatch):
     assert looked == []
 
 
-def test_rehearse_without_a_scheduler_is_one_line(repo, tmp_path):
+def test_rehearse_without_a_scheduler_is_one_line(repo, tmp_path, monkeypatch):
     """`servebench rehearse` where no Slurm answers (a laptop, CI before slurm-local): one line with the way out,
     not sinfo's FileNotFoundError."""
-    import os
-    res = subprocess.run([sys.executable, "-m", "servebench", "rehearse", "dep_offload", "--results-dir",
-                          str(tmp_path)], cwd=repo, capture_output=True, text=True,
-                         env={**os.environ, "PATH": "/nonexistent"})       # no sbatch, no sinfo
+    monkeypatch.setenv("PATH", "/nonexistent")                            # no sbatch, no sinfo
+    res = run_cli("rehearse", "dep_offload", "--results-dir", tmp_path, cwd=repo)
     assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
     assert "servebench rehearse: cannot allocate on gb200-local: no Slurm client (sbatch) on PATH" in res.stderr

@@ -14,7 +14,7 @@ from servebench.server import counters as metrics
 from servebench.server.assembly import dry_placement
 from servebench.server.placement import DETECT_INTERFACES, placement_for
 from servebench.server.plan import cli_args, plan
-from tests.conftest import by_id, copy_suite, edit
+from tests.conftest import REPO, by_id, copy_suite, edit
 
 H200 = Path(__file__).parent / "data" / "h200"
 
@@ -237,6 +237,17 @@ def test_engines_are_summed_and_counted():
     two = "\n".join(lines) + "\n"
     assert metrics.parse(two).generation_tokens == 2 * metrics.parse(text).generation_tokens
     assert metrics.parse(two).engines == 2
+
+
+@pytest.mark.parametrize("page", sorted(str(p.relative_to(REPO)) for p in (REPO / "tests/data").rglob("*.prom")))
+def test_the_pages_families_only_are_parsed_and_give_what_the_whole_page_gives(page, monkeypatch):
+    """parse() hands prometheus_client only the families a Snapshot reads (13.7 -> 1.0 ms a scrape of a real
+    vLLM page); on every recorded page that is the Snapshot of the whole page."""
+    text = (REPO / page).read_text()
+    fast = metrics.parse(text)
+    assert len(metrics._wanted(text).splitlines()) < len(text.splitlines()) / 4
+    monkeypatch.setattr(metrics, "_wanted", lambda whole: whole)
+    assert fast == metrics.parse(text) and fast.engines >= 1
 
 
 def test_running_versions_must_match_the_recipe_identity(catalog):

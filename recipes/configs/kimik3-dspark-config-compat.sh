@@ -23,18 +23,19 @@ exec 9> "$view.lock"
 flock 9
 tmp=$(mktemp -d "$view.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-for f in "$src"/*; do
-  [ "$(basename "$f")" = config.json ] || ln -s "$f" "$tmp/"
-done
-python3 - "$src/config.json" "$tmp/config.json" <<'PY'
+ln -s "$src"/* "$tmp/"          # every file of the checkpoint, one process (a checkpoint has hundreds of shards)
+rm "$tmp/config.json"
+pard=$(python3 - "$src/config.json" "$tmp/config.json" <<'PY'
 import json, sys
 cfg = json.load(open(sys.argv[1]))
 if "mask_token_id" not in cfg:
     sys.exit(f"{sys.argv[1]}: no mask_token_id to map to pard_token")
 cfg.setdefault("pard_token", cfg["mask_token_id"])
 json.dump(cfg, open(sys.argv[2], "w"), indent=1)
+print(cfg["pard_token"])
 PY
+)
 chmod 755 "$tmp"
 rm -rf "$view"
 mv "$tmp" "$view"
-echo "kimik3-dspark-config-compat: $view -> $src (pard_token $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pard_token"])' "$view/config.json"))"
+echo "kimik3-dspark-config-compat: $view -> $src (pard_token $pard)"

@@ -20,6 +20,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from servebench.core.stats import t_quantile
+
 LEVEL = 0.95
 MIN_DF = 2        # fewer degrees of freedom give no honest interval
 
@@ -57,8 +59,7 @@ class Noise:
 
     def band(self, n_a: int = 1, n_b: int = 1) -> float:
         """Half-width on the log scale of the interval of a change between means of n_a and n_b runs."""
-        from scipy import stats      # here, not at import: scipy.stats takes 0.4 s, and every pytest run loads us
-        return float(stats.t.ppf(0.5 + LEVEL / 2, self.df)) * self.sd * math.sqrt(1 / n_a + 1 / n_b)
+        return t_quantile(0.5 + LEVEL / 2, self.df) * self.sd * math.sqrt(1 / n_a + 1 / n_b)
 
     def describe(self) -> str:
         return (f"run-to-run noise pooled over {self.points} repeated point(s), {self.runs} repeats, "

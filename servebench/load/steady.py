@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from servebench.core.stats import t_quantile
+
 BATCH = 5                  # MSER-5: batch means of 5 slices
 ALPHA = 0.05
 MIN_BATCHES = 8            # fewer batches after truncation: nothing is claimed
@@ -138,8 +140,7 @@ def analyse(series: list[float] | np.ndarray, slice_s: float, alpha: float = ALP
     mean = float(rest.mean()) if k else None
     half = rel = drift = lag1 = None
     if k >= 2 and mean:
-        from scipy import stats
-        half = float(stats.t.ppf(0.975, k - 1) * rest.std(ddof=1) / math.sqrt(k))
+        half = t_quantile(0.975, k - 1) * float(rest.std(ddof=1)) / math.sqrt(k)
         rel = half / abs(mean)
         minutes = np.arange(k) * b * slice_s / 60
         drift = float(np.polyfit(minutes, rest, 1)[0] / mean) if k >= 3 else None
