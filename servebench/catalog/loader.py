@@ -23,6 +23,7 @@ from servebench.recipe.schema.model import ModelSpec
 from servebench.recipe.schema.srt import SrtRecipe
 from servebench.recipe.schema.cluster import ClusterSpec
 from servebench.recipe.schema.sweep import ProfileSection
+from servebench.tools import PINS
 
 
 CATALOG_FILE = "catalog.yaml"     # which srt-slurm release (and fork fields) the catalog's recipes follow
@@ -62,10 +63,29 @@ def load_cluster(path: Path) -> ClusterSpec:
                                         "write the value itself (an interface set to null is detected on each node)",
                                         yamlio.line_of(env, key)))
     problems += path_placeholder_problems(path, data)
+    if spec is not None:
+        problems += client_env_problems(path, data, spec)
     if problems:
         raise ConfigError(problems)
     assert spec is not None
     return spec
+
+
+def client_env_problems(path: Path, data: dict, spec: ClusterSpec) -> list[Problem]:
+    """runtime.client.install is made into one environment with every version pinned: it needs its pins file."""
+    client = spec.runtime.client
+    where = ((data.get("runtime") or {}).get("client") or {})
+    pins = sorted(p.name for p in PINS.glob("*.txt"))
+    if client.install and client.constraints is None:
+        return [Problem(str(path), "runtime.client.install", "an install without pins resolves its dependencies "
+                        "afresh (~50 of AIPerf's) wherever the environment is made",
+                        f"add runtime.client.constraints: one of {pins} (servebench/tools/pins/)",
+                        yamlio.line_of(where, "install"))]
+    if client.constraints is not None and not (PINS / client.constraints).is_file():
+        return [Problem(str(path), "runtime.client.constraints", f"no pins file {client.constraints!r} in "
+                        "servebench/tools/pins/", f"use one of {pins}, or add the file (pip freeze of the "
+                        "environment the generator ran with)", yamlio.line_of(where, "constraints"))]
+    return []
 
 
 # A cluster file's path-valued keys: each reaches a node as one literal argument (never through a shell), so a

@@ -189,10 +189,11 @@ def _print_load(prof: Profile, sp, target: str, assembly, alloc) -> None:
         print("# preamble, in this step before the load generator: " + "; ".join(
             f"{st['name']}: {shlex.join(st['argv'])}" if st.get("argv") else f"{st['name']}: mkdir {' '.join(st['mkdir'])}"
             for st in (*where.preamble, *inv.steps)))
-    _print_env(inv.env)
+    env = client.environment(where, inv.env)
+    _print_env(env)
     argv = client.command(where, inv)
     if where.on == "head":
-        argv = alloc.launch(where.rank, "client", argv, inv.env, inv.log, role="client", oneshot=True,
+        argv = alloc.launch(where.rank, "client", argv, env, inv.log, role="client", oneshot=True,
                             image=where.image).command
     print(shlex.join(argv))
     print(f"# {gen.name} for {point.id}, as the step above runs it (each option: README, AIPerf options)")

@@ -54,15 +54,20 @@ def command(client: ClientSpec, inv: Invocation) -> list[str]:
     return preamble_command(client.python, client.tools, (*client.preamble, *inv.steps), inv.argv)
 
 
+def environment(client: ClientSpec, env: dict[str, str]) -> dict[str, str]:
+    """The client step's environment: the generator's, with the client's own environment (made once) on its path."""
+    return {**env, **client.env}
+
+
 def starter(client: ClientSpec, allocation: Allocation | None, inv: Invocation) -> Start:
     """How this invocation starts where the client runs."""
     argv = command(client, inv)
     if client.on == "login" or allocation is None:
-        return lambda env, log: LocalProcess(argv, env, log)
+        return lambda env, log: LocalProcess(argv, environment(client, env), log)
 
     def on_head(env: dict[str, str], log: Path) -> Handle:
-        proc = allocation.launch(client.rank, "client", argv, env, log, role="client", oneshot=True,
-                                 image=client.image)
+        proc = allocation.launch(client.rank, "client", argv, environment(client, env), log, role="client",
+                                 oneshot=True, image=client.image)
         return _Step(allocation, proc)
     return on_head
 

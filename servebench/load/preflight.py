@@ -7,6 +7,7 @@ from typing import Callable
 
 from servebench.catalog.points import Point
 from servebench.core.results_folder import ResultsFolder
+from servebench.load.client import environment
 from servebench.load.generator import generator_for
 from servebench.load.measure import job_for
 from servebench.recipe.profile import Profile
@@ -33,5 +34,5 @@ def check_steps(profile: Profile, results: ResultsFolder) -> Callable[[ServerPla
         rank = c.rank if c.on == "head" else None
         if rank is None:           # on this host: not a step of the allocation; preflight checks what it can reach
             return []
-        return [CheckStep("client-check", rank, argv, inv.env, c.image)]
+        return [CheckStep("client-check", rank, argv, environment(c, inv.env), c.image)]
     return steps

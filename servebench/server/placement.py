@@ -5,13 +5,16 @@ The same plan is placed on GB200 nodes, on the local Slurm's virtual nodes, or o
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from servebench.cluster import Backend, backend_for
 from servebench.cluster.request import CONTAINER_CONFIGS, TOOLS_IN_CONTAINER, container_mounts, image_file, \
     model_argument
-from servebench.tools import FOLDER as TOOLS
+from servebench.tools import FOLDER as TOOLS, PINS
 from servebench.core.results_folder import ProfileFolder, ResultsFolder
 from servebench.recipe.profile import Profile
 from servebench.server.steps import ClientSpec, Container
@@ -119,6 +122,20 @@ def client_for(profile: Profile, head: str, workdir: str, local_path, node_model
         model = model_dir or profile.cluster.runtime.model_paths.get(alias) or alias
         return ClientSpec("login", "login", local_path(c.python), str(TOOLS), executable, cache, c.tmpdir,
                           model if model.startswith("/") else None)
-    return ClientSpec("head", head, local_path(c.python), node_tools if container.image else str(TOOLS), executable,
-                      cache, c.tmpdir, node_model if node_model.startswith("/") else None, container,
-                      image_file(profile, c.image), tuple(c.install))
+    tools = node_tools if container.image else str(TOOLS)
+    image = image_file(profile, c.image)
+    constraints = env_dir = None
+    if c.install and c.constraints:
+        constraints = f"{tools.rstrip('/')}/pins/{c.constraints}"
+        env_dir = client_env_dir(cache, c.install, (PINS / c.constraints).read_text(), image or container.image)
+    return ClientSpec("head", head, local_path(c.python), tools, executable, cache, c.tmpdir,
+                      node_model if node_model.startswith("/") else None, container, image, tuple(c.install),
+                      constraints=constraints, env_dir=env_dir)
+
+
+def client_env_dir(cache: str, install, pins: str, image: str | None) -> str:
+    """The client's environment in the shared cache, named after what makes it (requirements, pins, image): a
+    change of any makes a new one beside the old, and the same inputs find the one made before."""
+    digest = hashlib.sha256(json.dumps([list(install), pins, image]).encode()).hexdigest()[:12]
+    name = re.sub(r"[^A-Za-z0-9.]+", "-", install[0]).strip("-")
+    return f"{cache.rstrip('/')}/envs/{name}-{digest}"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servebench.tools import CLIENT_ENV, in_folder
+
 
 @dataclass(frozen=True)
 class Container:
@@ -48,16 +50,24 @@ class ClientSpec:
     model: str | None                        # the model directory (its tokenizer); None: a repo id
     container: Container = Container()
     image: str | None = None                 # the step's image when it is not the allocation's
-    install: tuple[str, ...] = ()            # pip requirements installed first, in the client's step
+    install: tuple[str, ...] = ()            # pip requirements of the client's environment (made once)
     rank: int = 0
+    constraints: str | None = None           # their pins file, as the client sees it
+    env_dir: str | None = None               # where that environment is made: the shared cache, named by its inputs
 
     @property
     def preamble(self) -> tuple[dict, ...]:
-        """The client's own preamble: its install (before any step of the load generator's)."""
+        """The client's own preamble: its environment, made by the first step that lacks it (tools/client_env.py),
+        before any step of the load generator's."""
         if not self.install:
             return ()
-        return ({"name": "client-install", "argv": [self.python, "-m", "pip", "install", "--no-input",
-                                                    *self.install]},)
+        return ({"name": "client-env", "argv": [self.python, in_folder(self.tools, CLIENT_ENV), str(self.env_dir),
+                                                str(self.constraints), *self.install]},)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What the client's step adds to the generator's environment: that environment, ahead of the image's."""
+        return {"PYTHONPATH": str(self.env_dir)} if self.install else {}
 
     def describe(self) -> str:
         where = f"an srun step on the head node {self.node}" if self.on == "head" else "the session's own host"

@@ -59,8 +59,11 @@ class Client(_Strict):
                             "venv on shared storage, or python3 in an image); relative = the repo")
     executable: list[OneLine] | None = Field(None, description="the load generator's command as the client sees it "
                                              "(unset: the generator's own, e.g. .venvs/aiperf/bin/aiperf)")
-    install: list[OneLine] = Field(default_factory=list, description="pip requirements installed first in the "
-                                   "client's own step (an image without AIPerf: aiperf==0.13.0)")
+    install: list[OneLine] = Field(default_factory=list, description="pip requirements of the client's environment, "
+                                   "made once in the shared cache by the first client step that lacks it (an image "
+                                   "without AIPerf: aiperf==0.13.0)")
+    constraints: OneLine | None = Field(None, description="the pins of that environment: a file of servebench/tools/"
+                                        "pins/ (pip constraints: every version), required with install")
     image: OneLine | None = Field(None, description="pyxis: run the client in this image (unset: the recipe's)")
     cache: OneLine | None = Field(None, description="shared cache as the client sees it: HF_HOME (tokenizer, staged "
                                   "corpus) and AIPerf's dataset mmap cache, reused by every point (unset: the results "
