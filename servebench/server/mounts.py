@@ -23,10 +23,22 @@ def sources(allocation: Allocation) -> list[str]:
     return sorted(req.container_mounts) if req.container_image and req.container_image != ON_THE_NODE else []
 
 
-def missing(allocation: Allocation, folder: ProfileFolder,
+def on_the_host(path: str, mounts: dict[str, str]) -> str | None:
+    """The host path of ``path`` as a container sees it, when it lies in one of the mounts (None otherwise: the
+    image's own file)."""
+    for src, dst in sorted(mounts.items(), key=lambda m: -len(m[1])):
+        if path == dst or path.startswith(dst.rstrip("/") + "/"):
+            return src.rstrip("/") + path[len(dst.rstrip("/")):]
+    return None
+
+
+def missing(allocation: Allocation, folder: ProfileFolder, also: tuple[str, ...] = (),
             timeout: float = MOUNTS_TIMEOUT_S) -> dict[str, list[str] | None]:
-    """Per node: the mount sources it does not have (None: the look itself did not answer; its log says why)."""
+    """Per node: the mount sources it does not have, and of ``also`` (host paths of files the steps run from a
+    mount: etcd's and NATS's binaries on shared storage) those missing (None: the look itself did not answer; its
+    log says why)."""
     wanted = sources(allocation)
+    wanted += [p for p in also if p not in wanted] if wanted else []
     if not wanted:
         return {}
     procs = [allocation.launch(rank, f"mounts{rank}", [*CHECK, *wanted], {}, folder.log(f"mounts{rank}"),

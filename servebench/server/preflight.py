@@ -186,7 +186,8 @@ def mounts_report(profile: Profile, allocation: Allocation, where: Placement, fo
                   start: float) -> Report | None:
     """The report of a profile whose containers cannot start on some node (a mount source missing there), or None:
     no container would start, so nothing else is checked."""
-    absent = mount_findings(profile, mounts.missing(allocation, folder))
+    absent = mount_findings(profile, mounts.missing(allocation, folder, infra_files(where, allocation)),
+                            infra_files(where, allocation))
     if not absent:
         return None
     return Report(profile.id, login_findings(profile, where, allocation.request.dropped) + absent,
@@ -290,16 +291,33 @@ def allocate_and_check(profile: Profile, results: ResultsFolder, root: Path, ext
         alloc.release()
 
 
-def mount_findings(profile: Profile, absent: dict[str, list[str] | None]) -> list[Finding]:
+def infra_files(where: Placement, allocation: Allocation) -> tuple[str, ...]:
+    """The host paths of etcd's and NATS's executables where the containers run them from a mount (gb200-nv: their
+    release binaries on shared storage, as srtctl's setup leaves them; the vLLM image carries neither)."""
+    if where.discovery != "etcd" or where.infra_image:
+        return ()
+    found = (mounts.on_the_host(argv[0], allocation.request.container_mounts)
+             for argv in (where.etcd, where.nats_server) if argv and argv[0].startswith("/"))
+    return tuple(p for p in found if p)
+
+
+def mount_findings(profile: Profile, absent: dict[str, list[str] | None],
+                   infra: tuple[str, ...] = ()) -> list[Finding]:
     """One finding per container mount source a node lacks (enroot refuses the container), the model's own named as
-    the model; a node whose look did not answer is said too."""
+    the model, etcd's and NATS's binaries as theirs; a node whose look did not answer is said too."""
     model = set(model_argument(profile, True)[1])
     out = []
     for node, paths in absent.items():
         if paths is None:
             out.append(Finding(node, None, "preflight", "container mounts", "the look at the mount sources did not "
                                "answer (its log: mounts*.log in the profile's logs)"))
-        for path in paths or []:
+        for path in [p for p in paths or [] if p in infra]:
+            out.append(Finding(node, None, "infra", "etcd/NATS binary",
+                               f"{path} does not exist on this node: the discovery step (etcd, NATS) cannot start, "
+                               "and no worker registers",
+                               "put the release binary for the nodes' architecture there (docs/clusters.md, "
+                               f"\"etcd and NATS\"), or set runtime.infra in recipes/clusters/{profile.cluster.name}.yaml"))
+        for path in [p for p in paths or [] if p not in infra]:
             out.append(Finding(node, None, "model" if path in model else "mount", "container mount",
                                f"{path} does not exist on this node: enroot refuses to start a container that mounts "
                                "it, so no step of the profile starts here (etcd, NATS, frontend, workers, client)",
