@@ -19,7 +19,7 @@ def test_the_bound_is_the_sum_of_the_suites_own_timeouts(catalog):
     release = 3 * (prof.spec.stop_grace_s + 10)
     point = load.duration_s + load.warmup_grace_s + 900
     assert got.held_s() == got.load_s + load.dataset_timeout_s + n * point          # the expected time, as before
-    assert got.bound_s() == ready + 900 + 120 + release + load.dataset_timeout_s + n * (point + load.idle_wait_s + 180)
+    assert got.bound_s() == ready + 900 + 120 + release + load.dataset_timeout_s + n * (point + load.idle_wait_s + 1800 + 180)
     assert got.bound_s() > got.limit_s > got.held_s()         # the seed's 12 h covers the expected time, not the bound
     line = run_cli("render", "kimi-k3-gb200-dep_offload-c128").stdout
     assert f"at most {b.human(got.bound_s())} if every timeout is reached (readiness 6.0 h" in line
@@ -33,6 +33,7 @@ def test_each_timeout_the_bound_counts_is_the_one_the_suite_waits_with():
     from servebench.load import generator, measure
     from servebench.server import mounts, preflight
     assert measure.GRACE_S is b.STOP_MARGIN_S and generator.INTERRUPT_GRACE_S is b.INTERRUPT_GRACE_S
+    assert generator.CLIENT_SETUP_S is b.CLIENT_SETUP_S
     assert inspect.signature(preflight.run).parameters["timeout"].default == b.PREFLIGHT_TIMEOUT_S
     assert inspect.signature(mounts.missing).parameters["timeout"].default == b.MOUNTS_TIMEOUT_S
     assert slurm.KILL_WAIT_S is b.KILL_WAIT_S

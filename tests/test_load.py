@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -253,3 +254,33 @@ def test_clients_filling_one_cache_at_once_all_get_a_whole_snapshot(tmp_path):
         snaps = list((cache / "hub/models--local--kimi/snapshots").iterdir())
         assert len(snaps) == 1 and not [s for s in snaps if s.name.endswith(".tmp")]
         assert sorted(p.name for p in snaps[0].iterdir()) == sorted(n for n in KIMI_LIKE if n != "unrelated.py")
+
+
+def _slow_setup_run(tmp_path, setup_s: float, **kw):
+    """A generator step whose preamble takes ``setup_s`` (as the client's first environment install does)."""
+    from servebench.load.generator import Invocation, LocalProcess, generator_for
+    from servebench.tools import FOLDER, preamble_command
+    steps = [{"name": "client-env", "argv": [sys.executable, "-c", f"import time; time.sleep({setup_s})"]}]
+    inv = Invocation([sys.executable, "-c", "import time; time.sleep(1.0)"], {}, tmp_path / "out", tmp_path / "c.log",
+                     tmp_path / "command.txt", steps=tuple(steps))
+    argv = preamble_command(sys.executable, str(FOLDER), steps, inv.argv)
+    seen: list[float] = []
+    code = generator_for("aiperf").run(inv, start=lambda env, log: LocalProcess(argv, env, log),
+                                       should_stop=lambda elapsed: seen.append(elapsed), setup=True, **kw)
+    return code, seen, inv
+
+
+def test_the_clients_setup_does_not_count_against_its_points_time(tmp_path):
+    """A point's timeout, its elapsed time (the adaptive rule's clock) and its ticks count from the generator's own
+    start: a 2 s preamble before a 1 s generator with a 1.5 s timeout is no timeout, and the rule never sees 2 s."""
+    code, seen, _ = _slow_setup_run(tmp_path, 2.0, timeout=1.5)
+    assert code == 0 and seen and seen[0] < 1.0 and max(seen) < 1.5, seen
+
+
+def test_a_setup_that_never_ends_is_stopped_and_said(tmp_path, monkeypatch):
+    from servebench.load import generator
+    monkeypatch.setattr(generator, "CLIENT_SETUP_S", 1.0)
+    began = time.monotonic()
+    with pytest.raises(generator.SetupTimeout, match="the client's setup ran past 1.0 s"):
+        _slow_setup_run(tmp_path, 60.0, timeout=30.0)
+    assert time.monotonic() - began < 20

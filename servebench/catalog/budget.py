@@ -22,6 +22,7 @@ from servebench.recipe.profile import Profile
 
 STOP_MARGIN_S = 900          # past duration + warmup grace, the generator is stopped (servebench.load.measure)
 INTERRUPT_GRACE_S = 180      # after that interrupt, how long it may take to write its files (servebench.load.generator)
+CLIENT_SETUP_S = 1800        # the client step's preamble (environment made once, tokenizer copy) before the generator
 PREFLIGHT_TIMEOUT_S = 900    # the node checks before any server (servebench.server.preflight)
 MOUNTS_TIMEOUT_S = 120       # the look at the containers' mount sources (servebench.server.mounts)
 KILL_WAIT_S = 10             # after a KILL, how long a step may take to go (servebench.cluster.slurm)
@@ -114,7 +115,8 @@ class Budget:
         """The bound, with its parts: what the allocation holds if every wait of the suite runs to its timeout."""
         return (f"at most {human(self.bound_s())} if every timeout is reached (readiness {human(self.ready_timeout_s)}"
                 f" + preflight and release {human(self.fixed_timeouts_s)} + {self.points} point(s) x "
-                f"{human(self.point_s + self.point_timeouts_s)} with the idle wait and the generator's interrupt)")
+                f"{human(self.point_s + self.point_timeouts_s)} with the idle wait, the client's setup and the generator's "
+                "interrupt)")
 
 
 def budget(p: Profile) -> Budget:
@@ -127,4 +129,5 @@ def budget(p: Profile) -> Budget:
     release = RELEASE_TIERS * (p.spec.stop_grace_s + KILL_WAIT_S)
     return Budget(seconds(p.recipe.slurm.time_limit), load_s, float(load.dataset_timeout_s or 0), float(point),
                   len(p.spec.concurrency), float(p.recipe.health_check.timeout_seconds),
-                  float(load.idle_wait_s + INTERRUPT_GRACE_S), float(PREFLIGHT_TIMEOUT_S + MOUNTS_TIMEOUT_S + release))
+                  float(load.idle_wait_s + CLIENT_SETUP_S + INTERRUPT_GRACE_S),
+                  float(PREFLIGHT_TIMEOUT_S + MOUNTS_TIMEOUT_S + release))

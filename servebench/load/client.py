@@ -54,6 +54,11 @@ def command(client: ClientSpec, inv: Invocation) -> list[str]:
     return preamble_command(client.python, client.tools, (*client.preamble, *inv.steps), inv.argv)
 
 
+def has_setup(client: ClientSpec, inv: Invocation) -> bool:
+    """Whether the client's step runs a preamble before the generator (its command is then the preamble's)."""
+    return bool(client.preamble or inv.steps)
+
+
 def environment(client: ClientSpec, env: dict[str, str]) -> dict[str, str]:
     """The client step's environment: the generator's, with the client's own environment (made once) on its path."""
     return {**env, **client.env}

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, ClassVar, Protocol
 
-from servebench.catalog.budget import INTERRUPT_GRACE_S     # after an interrupt, time to write its files
+from servebench.catalog.budget import CLIENT_SETUP_S, INTERRUPT_GRACE_S
+from servebench.server.containers import preamble_done
 from servebench.catalog.points import Point
 from servebench.core import entry_points
 from servebench.core.files import write_atomic
@@ -64,6 +65,10 @@ class Invocation:
     command_file: Path
     extra: dict[str, Any] = field(default_factory=dict)
     steps: tuple[dict, ...] = ()  # run first where the client runs, in its step (servebench/tools/preamble.py)
+
+
+class SetupTimeout(RuntimeError):
+    """The client step's preamble did not finish within CLIENT_SETUP_S: the generator never started."""
 
 
 class Handle(Protocol):
@@ -157,16 +162,20 @@ class LoadGenerator(ABC):
 
     def run(self, inv: Invocation, timeout: float, on_tick: Callable[[float], None] | None = None,
             tick_s: float = 15.0, start: Start | None = None,
-            should_stop: Callable[[float], str | None] | None = None) -> int:
+            should_stop: Callable[[float], str | None] | None = None, setup: bool = False) -> int:
         """Run to completion (or stop it after ``timeout`` s: TimeoutExpired). Its exit code. ``start`` starts it
         where the client runs (servebench.load.client); without one, ``inv.argv`` runs here. ``should_stop(elapsed)``
-        returning a reason interrupts it (it then ends its run cleanly, within INTERRUPT_GRACE_S)."""
+        returning a reason interrupts it (it then ends its run cleanly, within INTERRUPT_GRACE_S). ``setup``: the
+        step runs its preamble first (servebench/tools/preamble.py: the client's environment, the tokenizer copy);
+        ``timeout``, ``elapsed`` and the ticks then count from the generator's own start, and the preamble has
+        CLIENT_SETUP_S of its own (a slow first install no longer ends a point before its summary)."""
         inv.log.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(inv.command_file, shlex.join(inv.argv) + "\n")
         if start is None:
             start = lambda env, log: LocalProcess(inv.argv, env, log)      # noqa: E731
-        begin = time.monotonic()
+        began = time.monotonic()
         handle = start(inv.env, inv.log)
+        clock = [None if setup else began]           # when the generator itself started
         next_tick = [tick_s]
         interrupted: list[float] = []
 
@@ -174,7 +183,19 @@ class LoadGenerator(ABC):
             code = handle.poll()
             if code is not None:
                 return Done(code)
-            elapsed = time.monotonic() - begin
+            now = time.monotonic()
+            if clock[0] is None:
+                if preamble_done(inv.log):
+                    clock[0] = now
+                elif now - began > CLIENT_SETUP_S:
+                    handle.stop()
+                    raise SetupTimeout(f"the client's setup ran past {CLIENT_SETUP_S} s (its steps: {inv.log})")
+                else:
+                    return "setting up"
+            elapsed = now - clock[0]
+            if elapsed > timeout + INTERRUPT_GRACE_S:
+                handle.stop()
+                raise subprocess.TimeoutExpired(inv.argv, timeout)
             if interrupted:
                 if elapsed - interrupted[0] > INTERRUPT_GRACE_S:
                     handle.stop()
@@ -188,8 +209,8 @@ class LoadGenerator(ABC):
                 on_tick(elapsed)
             return "running"
         try:
-            return poll(probe, timeout=timeout + INTERRUPT_GRACE_S, interval=0.05, backoff=1.5,
-                        max_interval=min(1.0, tick_s), what=self.name)
+            return poll(probe, timeout=(CLIENT_SETUP_S if setup else 0) + timeout + INTERRUPT_GRACE_S, interval=0.05,
+                        backoff=1.5, max_interval=min(1.0, tick_s), what=self.name)
         except PollTimeout:
             handle.stop()
             raise subprocess.TimeoutExpired(inv.argv, timeout) from None

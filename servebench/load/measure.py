@@ -166,7 +166,7 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
         try:
             m.exit_code = generator.run(inv, timeout=load.duration_s + load.warmup_grace_s + GRACE_S, on_tick=tick,
                                         tick_s=tick_s, start=client.starter(dep.plan.client, dep.allocation, inv),
-                                        should_stop=should_stop)
+                                        should_stop=should_stop, setup=client.has_setup(dep.plan.client, inv))
         finally:
             m.samples = sampler.stop()
             m.looks = list(control.looks) if control is not None else []

@@ -14,6 +14,7 @@ import json
 from pathlib import Path, PurePosixPath
 
 from servebench.server.plan import ServerPlan
+from servebench.tools.preamble import STARTING
 
 
 def unmet_needs(plan: ServerPlan) -> list[str]:
@@ -83,6 +84,15 @@ def host_paths_inside(plan: ServerPlan) -> list[str]:
                            f"{box.describe()}, so it is not there: use its mount destination, or add "
                            f"{path}: <inside> to runtime.container_mounts of the cluster file")
     return list(dict.fromkeys(out))
+
+
+def preamble_done(log: Path) -> bool:
+    """Whether servebench/tools/preamble.py has run every step and started the process (its STARTING line)."""
+    try:
+        with open(log, errors="replace") as fh:
+            return any(line.startswith("servebench: " + STARTING) for line in fh)
+    except OSError:
+        return False
 
 
 def preamble_said(log: Path) -> tuple[list[str], str | None]:

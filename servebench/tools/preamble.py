@@ -11,7 +11,8 @@ STEPS_JSON is a JSON list of steps, each ``{"name", "argv"?, "env"?, "unless_mis
   that reads the model directory, on a node where the model is not staged);
 * ``mkdir``: folders to create first.
 
-A step that fails stops everything with its exit code and one line naming it; the process then never starts.
+A step that fails stops everything with its exit code and one line naming it; the process then never starts. Once
+every step has run, one line says the process starts (a point's clock starts there, not with its setup).
 servebench runs the recipe's setup script and the Dynamo install this way, in the container of the process that
 needs what they make, and the load generator's own preparation (its install, the tokenizer cache) in the client's step (with pyxis, an unnamed container and everything written in it vanish when its step ends).
 Stand-alone on purpose: it runs with the container's interpreter, where servebench is not installed.
@@ -21,6 +22,8 @@ import json
 import os
 import subprocess
 import sys
+
+STARTING = "preamble done, starting "     # servebench.server.containers.preamble_done reads it
 
 
 def main() -> None:
@@ -42,7 +45,7 @@ def main() -> None:
         if code != 0:
             print(f"servebench: {name} failed with exit code {code}; {argv[0]} was not started", flush=True)
             sys.exit(code)
-    sys.stdout.flush()
+    print(f"servebench: {STARTING}{argv[0]}", flush=True)     # the caller's clock for the process starts here
     os.execvp(argv[0], argv)
 
 

@@ -81,10 +81,9 @@ class AiperfGenerator(LoadGenerator):
         req = {"datasets": corpora, "tokenizers": list({t["name"]: t for t in toks}.values()), "cache": str(cache)}
         return [python, str(STAGE), json.dumps(req)], cache_env(PurePosixPath(cache))
 
-    def run(self, inv: Invocation, timeout: float, on_tick=None, tick_s: float = 15.0, start=None,
-            should_stop=None) -> int:
+    def run(self, inv: Invocation, timeout: float, **kw) -> int:
         try:
-            return super().run(inv, timeout, on_tick, tick_s, start, should_stop)
+            return super().run(inv, timeout, **kw)
         finally:
             shutil.rmtree(inv.extra.get("tmp", ""), ignore_errors=True)    # here when the client ran here
 
