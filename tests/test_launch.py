@@ -338,3 +338,15 @@ def test_a_client_whose_container_never_started_is_said_so_not_that_its_files_di
     with pytest.raises(ClientSetupFailed, match="the client's container did not start on n1, so the load generator "
                        "never ran: slurmstepd-n1: error: pyxis: container start failed: mount source /mnt/numa1"):
         check_after(client, inv, 1, wrote=False)
+
+
+def test_launch_problems_come_in_the_same_pass_as_another_recipes_problems(recipes):
+    """A broken recipe elsewhere in the catalog held the launch-plan check back until it was fixed: a second run
+    then found the launch problem. `servebench matrix` now says both, and checks the plans of the valid profiles."""
+    edit(recipes / "clusters/gb200-nv.yaml", "DSPARK_SRC: /models/Kimi-K3-DSpark",
+         "DSPARK_SRC: /mnt/numa1/models/Kimi-K3-DSpark")
+    edit(recipes / "local/_sweep.yaml", "  gates:\n", "  waive:\n    capacity: no reason\n  gates:\n")
+    res = run_cli("--recipes", str(recipes), "matrix")
+    assert res.returncode == 1 and "waive.capacity" in res.stderr, res.stderr
+    assert "kimi-k3-gb200-dep: worker0: environment DSPARK_SRC names /mnt/numa1" in res.stderr
+    assert "recipe problem(s) and" in res.stdout and "launch problem(s) above" in res.stdout

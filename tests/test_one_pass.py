@@ -168,3 +168,16 @@ def test_a_cluster_files_schema_error_and_its_placeholders_come_in_one_pass(reci
 def test_a_node_local_folder_keeps_its_node_placeholder(catalog):
     """slurm.node_local's {node} is the backend's to fill: not refused (the local Slurm's own cluster file uses it)."""
     assert any("{node}" in v for c in catalog.clusters.values() for v in c.slurm.node_local.values())
+
+
+def test_a_broken_cluster_file_does_not_hide_its_profiles_rules(recipes):
+    """A cluster file with a problem of its own set its profiles aside unchecked: a second run then found their
+    rules' problems. Both come in one pass; what of the cluster file still parsed stands in for the rules."""
+    edit(recipes / "clusters/gb200-nv.yaml", "  pyxis: true\n", "  pyxis: true\n  partiton: batch\n")
+    edit(recipes / "kimi-k3/gb200/tep.yaml", "[8, 16, 24, 32]", "[8, 16, 16, 32]")
+    with pytest.raises(ConfigError) as err:
+        Catalog.load(recipes)
+    text = str(err.value)
+    assert "slurm.partiton: unknown key in cluster description" in text
+    assert "duplicate concurrencies [16]" in text and "tep.yaml" in text
+    assert "unknown cluster" not in text

@@ -186,6 +186,7 @@ OWNER = PKG / "core" / "results_folder.py"
 # Joins of a literal name that are not the results folder's, and why.
 NOT_RESULTS = {
     ("catalog/loader.py", "'models'"), ("catalog/loader.py", "'clusters'"),          # the recipes folder
+    ("catalog/clusters.py", "'clusters'"),
     ("cluster/request.py", "'configs'"), ("cluster/request.py", "'clusters'"),        # the recipes folder
     ("plugin/session.py", "'recipes'"), ("plugin/session.py", "'perf-changelog.yaml'"),  # the repository
     ("cli/docs.py", "'docs'"),                                                         # the repository

@@ -6,16 +6,15 @@ each (file, line, key path, fix).
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from servebench.core import entry_points, yamlio
+from servebench.catalog.clusters import load_clusters
+from servebench.core import yamlio
 from servebench.core.errors import ConfigError, Problem
 from servebench.recipe.layering import (Layer, Layered, Origins, is_profile, load_named, parse_file,
                                         parse_model_lenient, resolve_layers)
-from servebench.recipe.placeholders import placeholders, who_expands
 from servebench.recipe.profile import Profile
 from servebench.catalog.rules import check_profile
 from servebench.recipe.schema.compat import EXTENSIONS, CatalogSpec, extension_fields, out_of_scope
@@ -23,129 +22,9 @@ from servebench.recipe.schema.model import ModelSpec
 from servebench.recipe.schema.srt import SrtRecipe
 from servebench.recipe.schema.cluster import ClusterSpec
 from servebench.recipe.schema.sweep import ProfileSection
-from servebench.tools import PINS
 
 
 CATALOG_FILE = "catalog.yaml"     # which srt-slurm release (and fork fields) the catalog's recipes follow
-
-
-def load_cluster(path: Path) -> ClusterSpec:
-    """One cluster description; its backend must be registered (servebench.core.entry_points), and no value it adds
-    to a process's environment may hold a placeholder (nothing fills one in a cluster file). A schema error does not
-    hide the placeholders: both are said in one pass."""
-    data = yamlio.load(path)
-    problems = []
-    try:
-        spec = parse_file(ClusterSpec, path, "cluster description")
-    except ConfigError as err:
-        if not isinstance(data, dict):
-            raise
-        spec, problems = None, list(err.problems)
-    if spec is not None and spec.backend not in entry_points.names(entry_points.BACKENDS):
-        problems.append(Problem(str(path), "backend", f"no cluster backend {spec.backend!r} is registered (known: "
-                                f"{', '.join(entry_points.names(entry_points.BACKENDS))})",
-                                "name a known backend, or install the package that registers this one (entry "
-                                "point group servebench.backends)", yamlio.line_of(data, "backend")))
-    elif spec is not None:
-        problems += backend_option_problems(path, data, spec)
-    runtime = data.get("runtime") if isinstance(data.get("runtime"), dict) else {}
-    env = runtime.get("environment")
-    envs = [("runtime.environment", env if isinstance(env, dict) else {})]
-    envs += [(f"runtime.node_environment[{i}]", e) for i, e in enumerate(runtime.get("node_environment") or [])
-             if isinstance(e, dict)]
-    for where, env in envs:
-        for key, value in env.items():
-            found = placeholders(value) if isinstance(value, str) else []
-            if found:
-                problems.append(Problem(str(path), f"{where}.{key}", f"literal placeholder {', '.join(found)} in "
-                                        f"{value!r}: "
-                                        f"{who_expands(found)}; a cluster file's values reach every process as written",
-                                        "write the value itself (an interface set to null is detected on each node)",
-                                        yamlio.line_of(env, key)))
-    problems += path_placeholder_problems(path, data)
-    if spec is not None:
-        problems += client_env_problems(path, data, spec)
-    if problems:
-        raise ConfigError(problems)
-    assert spec is not None
-    return spec
-
-
-def client_env_problems(path: Path, data: dict, spec: ClusterSpec) -> list[Problem]:
-    """runtime.client.install is made into one environment with every version pinned: it needs its pins file."""
-    client = spec.runtime.client
-    where = ((data.get("runtime") or {}).get("client") or {})
-    pins = sorted(p.name for p in PINS.glob("*.txt"))
-    if client.install and client.constraints is None:
-        return [Problem(str(path), "runtime.client.install", "an install without pins resolves its dependencies "
-                        "afresh (~50 of AIPerf's) wherever the environment is made",
-                        f"add runtime.client.constraints: one of {pins} (servebench/tools/pins/)",
-                        yamlio.line_of(where, "install"))]
-    if client.constraints is not None and not (PINS / client.constraints).is_file():
-        return [Problem(str(path), "runtime.client.constraints", f"no pins file {client.constraints!r} in "
-                        "servebench/tools/pins/", f"use one of {pins}, or add the file (pip freeze of the "
-                        "environment the generator ran with)", yamlio.line_of(where, "constraints"))]
-    return []
-
-
-# A cluster file's path-valued keys: each reaches a node as one literal argument (never through a shell), so a
-# placeholder in one names a path that does not exist. slurm.node_local's values take {node} (the backend fills it).
-PATH_KEYS = ("runtime.python", "runtime.vllm_serve", "runtime.model_paths", "runtime.container_model_dir",
-             "runtime.container_mounts", "runtime.infra.image", "runtime.infra.etcd", "runtime.infra.nats_server",
-             "runtime.client.python", "runtime.client.executable", "runtime.client.cache", "runtime.client.tmpdir",
-             "runtime.client.image", "slurm.node_local", "slurm.images")
-FILLED = {"slurm.node_local": ("{node}",)}
-
-
-def path_placeholder_problems(path: Path, data: dict) -> list[Problem]:
-    """A placeholder (``${SCRATCH}``, ``$HOME``, ``{user}``) in any path-valued key of a cluster file: nothing
-    expands it, so a cache, mount, model or interpreter path would be taken literally on the nodes."""
-    problems = []
-    for dotted in PATH_KEYS:
-        node: object = data
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict) or leaf not in node:
-            continue
-        value = node[leaf]
-        items = [(f"{dotted}.{k}", t) for k, v in value.items() for t in (k, v)] if isinstance(value, dict) else \
-            [(f"{dotted}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list) else [(dotted, value)]
-        for where, text in items:
-            found = [ph for ph in placeholders(text) if ph not in FILLED.get(dotted, ())] \
-                if isinstance(text, str) else []
-            if found:
-                problems.append(Problem(str(path), where, f"literal placeholder {', '.join(found)} in {text!r}: "
-                                        f"{who_expands(found)}; a cluster file's paths reach the nodes as written",
-                                        "write the path itself", yamlio.line_of(node, leaf)))
-    return problems
-
-
-def backend_option_problems(path: Path, data: dict, spec: ClusterSpec) -> list[Problem]:
-    """``backend_options`` checked against the backend's own model (``Backend.options``): a key it does not read
-    (``partiton:``) is refused with the keys it does, never kept silently."""
-    from pydantic import ValidationError
-
-    model = getattr(entry_points.load(entry_points.BACKENDS, spec.backend), "options", None)
-    given, written = spec.backend_options, data.get("backend_options") or {}
-    known = list(model.model_fields) if model is not None else []
-    if model is None:
-        return [Problem(str(path), f"backend_options.{key}", f"backend {spec.backend!r} reads no backend_options",
-                        "remove it (the cluster file's own keys set partition, account, runtime, ...)",
-                        yamlio.line_of(written, key)) for key in given]
-    try:
-        model.model_validate(given)
-    except ValidationError as err:
-        out = []
-        for e in err.errors():
-            key = ".".join(str(part) for part in e["loc"])
-            near = difflib.get_close_matches(str(e["loc"][0]), known, n=1)
-            fix = f"did you mean {near[0]}?" if near and e["type"] == "extra_forbidden" else \
-                f"backend {spec.backend!r} reads: {', '.join(known) or 'nothing'}"
-            out.append(Problem(str(path), f"backend_options.{key}", e["msg"], fix,
-                               yamlio.line_of(written, str(e["loc"][0]))))
-        return out
-    return []
 
 
 def load_model(path: Path) -> ModelSpec:
@@ -159,10 +38,6 @@ def load_models(root: Path) -> dict[str, ModelSpec]:
     if problems:
         raise ConfigError(problems)
     return out
-
-
-def load_clusters(root: Path, problems: list[Problem]) -> dict[str, ClusterSpec]:
-    return load_named(Path(root) / "clusters", load_cluster, problems)
 
 
 def srt_problems(recipe: dict, origins: Origins, declared: CatalogSpec) -> list[Problem]:
@@ -218,7 +93,17 @@ class Catalog:
 
     @classmethod
     def load(cls, root: Path | str, skip_rules: Iterable[str] = ()) -> "Catalog":
-        """Every cluster, model and profile under ``root``; ``skip_rules`` names rules not to apply."""
+        """Every cluster, model and profile under ``root``; ``skip_rules`` names rules not to apply. ConfigError
+        with every problem of the catalog if it has any."""
+        cat, problems = cls.read(root, skip_rules)
+        if problems:
+            raise ConfigError(problems)
+        return cat
+
+    @classmethod
+    def read(cls, root: Path | str, skip_rules: Iterable[str] = ()) -> tuple["Catalog", list[Problem]]:
+        """What loads under ``root`` and every problem of the rest, in one pass: the profiles that are valid are
+        there, so what is checked after loading (the launch plans) is checked for them in the same pass."""
         root = Path(root)
         if not root.is_dir():
             raise ConfigError(Problem(str(root), "", "recipes directory not found",
@@ -230,8 +115,9 @@ class Catalog:
                 declared = parse_file(CatalogSpec, root / CATALOG_FILE, "catalog declaration")
             except ConfigError as err:
                 problems += err.problems
-        clusters = load_clusters(root, problems)
-        broken = frozenset(p.stem for p in (root / "clusters").glob("*.yaml")) - set(clusters)
+        partial: dict[str, ClusterSpec] = {}
+        clusters = load_clusters(root, problems, partial)
+        broken = frozenset(p.stem for p in (root / "clusters").glob("*.yaml")) - set(clusters) - set(partial)
         models = load_named(root / "models", load_model, problems)
         profiles: list[Profile] = []
         bases: list[str] = []
@@ -260,7 +146,7 @@ class Catalog:
                     bases.append(str(path))
                     continue
                 layered = resolve_layers(path, docs, root=root, file_problems=file_problems, ids=ids)
-                profiles.append(build_profile(layered, clusters, models, skip_rules, declared, broken))
+                profiles.append(build_profile(layered, {**partial, **clusters}, models, skip_rules, declared, broken))
             except ConfigError as err:
                 problems += err.problems
         seen: dict[str, str] = {}
@@ -274,10 +160,10 @@ class Catalog:
                                     "clusters/, models/, presets/ and _-prefixed layers)",
                                     "give --recipes the folder with your recipes (default: recipes/ of the "
                                     "checkout), or add a recipe with a profile: section"))
-        if problems:
-            # A broken shared base breaks every profile on it: say it once.
-            raise ConfigError(list(dict.fromkeys(problems)))
-        return cls(root, clusters, profiles, bases, models, skipped, declared)
+        # A broken shared base breaks every profile on it: said once. A profile on a cluster whose file is broken
+        # is left out (it was checked against what of that file parsed).
+        valid = [p for p in profiles if p.cluster.name in clusters]
+        return cls(root, clusters, valid, bases, models, skipped, declared), list(dict.fromkeys(problems))
 
     def notes(self) -> list[str]:
         """What the catalog holds but servebench does not run, and flags judged by another version's table."""
@@ -330,5 +216,5 @@ LOAD_CHECKS: dict[str, tuple[str, str]] = {
         'a `${VAR}`, `$VAR` or `{name}` in a cluster file\'s environment values or its path-valued keys (interpreters, '
         'model paths, mounts, the client\'s cache and folders): nothing expands them, so the nodes would get them '
         'verbatim',
-        'servebench.catalog.loader.path_placeholder_problems'),
+        'servebench.catalog.clusters.path_placeholder_problems'),
 }

@@ -76,11 +76,15 @@ class MatrixCommand(Command):
         parser.add_argument("profile", nargs="?", help="only this profile")
 
     def run(self, args) -> int:
-        cat = catalog(args)
+        cat, problems = Catalog.read(args.recipes)
+        if problems and args.json:
+            raise ConfigError(problems)
         pts = [pt for pt in points(cat) if not args.profile or pt.profile.id in {p.id for p in cat.find(args.profile)}]
         if args.json:
             print(json.dumps([pt.as_dict() for pt in pts], indent=2))
             return 0
+        if problems:        # the launch plans of the valid profiles are checked all the same, in this pass
+            print(ConfigError(problems), file=sys.stderr)
         print(f"{'case id':40} {'cluster':10} {'layout':22} {'GPUs':>4}  markers")
         for pt in pts:
             p = pt.profile
@@ -91,8 +95,9 @@ class MatrixCommand(Command):
         unseen = [line for p in cat.profiles if p.id in profiles for line in launch_problems(p)]
         for line in unseen:
             print(line, file=sys.stderr)
-        if unseen:
-            print(f"\n{len(pts)} points in {len(profiles)} profiles; {len(unseen)} launch problem(s) above")
+        if unseen or problems:
+            print(f"\n{len(pts)} points in {len(profiles)} valid profiles; {len(problems)} recipe problem(s) and "
+                  f"{len(unseen)} launch problem(s) above")
             return 1
         print(f"\n{len(pts)} points in {len(profiles)} profiles; every recipe is valid and every launch can see what "
               "it needs")

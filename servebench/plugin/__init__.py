@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from servebench.catalog.loader import load_clusters
+from servebench.catalog.clusters import load_clusters
 from servebench.cluster import Allocation, release_all
 from servebench.core.errors import ConfigError, Problem
 from servebench.core.files import DiskError, copy_atomic
