@@ -50,7 +50,8 @@ def test_each_server_process_runs_its_preamble_in_its_own_step(catalog):
     assert json.loads(worker.command[2]) == list(worker.preamble)
     assert worker.env["NCCL_IB_HCA"] and worker.env["DSPARK_SRC"] == "/models/Kimi-K3-DSpark"
     assert worker.container.image == NV_IMAGE and worker.container.name is None
-    assert ("/mnt/numa1/models/Kimi-K3-DSpark", "/models/Kimi-K3-DSpark") in worker.container.mounts
+    assert ("/mnt/lustre01/users-public/sa-shared/servebench/models/Kimi-K3-DSpark", "/models/Kimi-K3-DSpark") \
+        in worker.container.mounts
     assert unmet_needs(sp) == []
 
 

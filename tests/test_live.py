@@ -288,11 +288,37 @@ def test_stage_says_when_the_hub_is_out_of_reach_and_stages_what_this_host_sees(
     assert f"the Hub cannot be reached from this machine: run `servebench stage` where it can, with --cache naming " \
            f"the cluster's shared cache as that machine sees it ({cache})" in done.stderr
     assert "note: kimi-k3-gb200-tp: its model directory is not visible here" in done.stdout
+    assert "stage: /mnt/lustre01/users-public/sa-shared/servebench/models does not exist here, so " \
+           "Inferact/Kimi-K3-DSpark has nowhere to go" in done.stderr         # the draft: nothing made on this host
+    assert not Path("/mnt/lustre01").exists()
     done = subprocess.run([sys.executable, "-m", "servebench", "stage", "tiny-llama-cpu-dynamo", "--cache", str(cache)],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "stage: tokenizer local/tiny-llama from " in done.stdout
     assert (cache / "hub/models--local--tiny-llama/refs/main").is_file()
+
+
+def test_stage_downloads_the_draft_model_where_the_cluster_file_names_it(installed, tmp_path):
+    """#31 defect 2: every gb200-nv container mounts the DSpark drafter, and nothing staged it. servebench's stage
+    tool (AIPerf's interpreter, as `servebench stage` runs it) downloads it whole into a folder of its own renamed
+    into place, says when the Hub is out of reach with nothing half-made left, and leaves a complete one alone.
+    Which drafts a profile stages, and where: tests/test_preflight.py."""
+    import os
+    import subprocess
+    from servebench.tools import STAGE
+    shared = tmp_path / "lustre"
+    shared.mkdir()
+    req = json.dumps({"models": [{"repo": "Inferact/Kimi-K3-DSpark", "dest": str(shared / "dspark")}]})
+    stage = [str(AIPERF.with_name("python")), str(STAGE), req]
+    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_ETAG_TIMEOUT": "2"}    # nothing listens there
+    done = subprocess.run(stage, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 3 and "stage: Inferact/Kimi-K3-DSpark could not be fetched from here" in done.stderr
+    assert sorted(p.name for p in shared.iterdir()) == ["dspark.lock"]               # no partial copy
+    (shared / "dspark").mkdir()
+    (shared / "dspark/config.json").write_text("{}")
+    done = subprocess.run(stage, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == \
+        f"stage: model Inferact/Kimi-K3-DSpark: already in {shared / 'dspark'}", done.stderr
 
 
 # ---- run length: adaptive stopping, and a server that never settles ----

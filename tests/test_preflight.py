@@ -167,21 +167,3 @@ def test_a_hardware_run_preflights_first_and_starts_no_server(slurm, serve_venv,
     assert processes_with(str(out)) == []
 
 
-
-def test_etcd_and_nats_binaries_on_shared_storage_are_looked_for_on_each_node(catalog, tmp_path):
-    """gb200-nv's vLLM image carries neither etcd nor NATS (#31 defect 5): they run from their release binaries on
-    shared storage, mounted into the container, and the mount look before etcd/NATS names a missing one on a node
-    with its fix (it said only that etcd did not answer)."""
-    from servebench.core.results_folder import ResultsFolder
-    from servebench.server import preflight
-    from servebench.server.assembly import Assembly
-    prof = by_id(catalog, "kimi-k3-gb200-dep_offload")
-    assembly = Assembly(prof, ResultsFolder.at(tmp_path / "results"), "RUN", dry=True)
-    _, alloc, _ = assembly.render()
-    files = preflight.infra_files(assembly.placement(alloc), alloc)
-    shared = "/mnt/lustre01/users-public/sa-shared/servebench/bin"
-    assert files == (f"{shared}/etcd", f"{shared}/nats-server")
-    assert all(not p.startswith("/servebench-bin") for p in files)
-    found = preflight.mount_findings(prof, {"node0": [f"{shared}/etcd"]}, files)
-    assert [(f.kind, f.node) for f in found] == [("infra", "node0")], found
-    assert "etcd does not exist on this node" in found[0].message and "release binary" in found[0].fix

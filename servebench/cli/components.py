@@ -98,10 +98,22 @@ class FlagTableCommand(Command):
         return subprocess.run(argv).returncode
 
 
+def drafts(profiles) -> dict[str, str]:
+    """Each draft model the profiles' servers read (their model's draft_model) -> the folder the cluster file names
+    for it in runtime.model_paths (shared storage the containers mount)."""
+    out = {}
+    for p in profiles:
+        draft = p.model.draft_model if p.model is not None else None
+        if draft is not None and draft.name in p.cluster.runtime.model_paths:
+            out[draft.name] = p.cluster.runtime.model_paths[draft.name]
+    return out
+
+
 class StageCommand(Command):
     name = "stage"
     help = ("stage what the profiles' points read offline (public corpus, tokenizer) into the client's shared cache, "
-            "once, from a machine that reaches the Hugging Face Hub")
+            "and their draft model where the cluster file names it, once, from a machine that reaches the Hugging "
+            "Face Hub")
     options = (RESULTS_DIR,)
 
     def add_arguments(self, parser) -> None:
@@ -131,7 +143,7 @@ class StageCommand(Command):
         for name in dict.fromkeys(p.spec.load.generator for p in profiles):
             mine = [p for p in profiles if p.spec.load.generator == name]
             gen = generator_for(name, args.load_bin)
-            staged = gen.stage(mine, cache, models)
+            staged = gen.stage(mine, cache, models, drafts(mine))
             if staged is None:
                 print(f"servebench stage: nothing to stage for {', '.join(p.id for p in mine)} ({name})")
                 continue

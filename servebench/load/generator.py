@@ -147,9 +147,11 @@ class LoadGenerator(ABC):
         check beyond the preamble."""
         return None
 
-    def stage(self, profiles: list, cache: Path, models: dict[str, Path]) -> tuple[list[str], dict[str, str]] | None:
+    def stage(self, profiles: list, cache: Path, models: dict[str, Path],
+              drafts: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]] | None:
         """The command (and its environment) that stages what these profiles' points read offline into ``cache``,
-        from this host (``models``: model directories this host sees, by profile id); None: nothing to stage."""
+        from this host (``models``: model directories this host sees, by profile id; ``drafts``: Hub repo -> the
+        folder the servers read it from); None: nothing to stage."""
         return None
 
     def option_problems(self, options: dict[str, Any]) -> list[str]:

@@ -306,6 +306,8 @@ def mount_findings(profile: Profile, absent: dict[str, list[str] | None],
     """One finding per container mount source a node lacks (enroot refuses the container), the model's own named as
     the model, etcd's and NATS's binaries as theirs; a node whose look did not answer is said too."""
     model = set(model_argument(profile, True)[1])
+    draft = profile.model.draft_model if profile.model is not None else None
+    drafts = {profile.cluster.runtime.model_paths.get(draft.name)} if draft is not None else set()
     out = []
     for node, paths in absent.items():
         if paths is None:
@@ -322,6 +324,8 @@ def mount_findings(profile: Profile, absent: dict[str, list[str] | None],
                                f"{path} does not exist on this node: enroot refuses to start a container that mounts "
                                "it, so no step of the profile starts here (etcd, NATS, frontend, workers, client)",
                                "stage the model on every node (runtime.model_paths)" if path in model else
+                               f"servebench stage {profile.id} (it downloads the draft model there, from a machine "
+                               "that reaches the Hub)" if path in drafts else
                                f"stage {path} on every node, or drop the mount (runtime.container_mounts of "
                                f"recipes/clusters/{profile.cluster.name}.yaml, the recipe's container_mounts)"))
     return out

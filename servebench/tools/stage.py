@@ -4,21 +4,73 @@ sees), once, from a machine that reaches the Hugging Face Hub.
 
     python3 stage.py REQUEST_JSON
 
-REQUEST: {"datasets": [AIPerf public dataset names], "tokenizers": [{"model", "name"}], "cache"}. The environment
+REQUEST: {"datasets": [AIPerf public dataset names], "tokenizers": [{"model", "name"}], "cache", "models": [{"repo",
+"dest"}]}. Each model (a draft the servers read from shared storage) is downloaded whole into a folder of its own
+beside ``dest`` and renamed into place, under a lock; one already there is left alone. The environment
 names the cache (HF_HOME, HF_DATASETS_CACHE), online. Each corpus is loaded as AIPerf loads it (its registered HF
 repo and split), so AIPerf later finds it there with HF offline. Exit 3, with one line, when the Hub cannot be
 reached from here; exit 2 for a name AIPerf does not know. Stand-alone on purpose: it runs with AIPerf's interpreter,
 where servebench is not installed.
 """
 
+import fcntl
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+
+class Unstaged(Exception):
+    def __init__(self, code: int, why: str):
+        super().__init__(why)
+        self.code = code
+
+
+def stage_model(repo: str, dest: str) -> str:
+    """``repo`` from the Hub into ``dest`` (a whole snapshot), unless a complete one is there."""
+    parent = os.path.dirname(dest.rstrip("/")) or "."
+    if not os.path.isdir(parent):          # not this cluster's storage: nothing is made on the wrong machine
+        raise Unstaged(2, f"{parent} does not exist here, so {repo} has nowhere to go: run this where the "
+                          "cluster's shared storage is mounted (its login node), or make the folder")
+    with open(dest.rstrip("/") + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.isfile(os.path.join(dest, "config.json")):
+            return f"model {repo}: already in {dest}"
+        from huggingface_hub import snapshot_download
+        tmp = tempfile.mkdtemp(dir=parent, prefix=os.path.basename(dest.rstrip("/")) + ".", suffix=".tmp")
+        try:
+            try:
+                snapshot_download(repo, local_dir=tmp)
+            except Exception as exc:  # noqa: BLE001
+                text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                raise Unstaged(3, f"{repo} could not be fetched from here: {type(exc).__name__}: {text}") from None
+            shutil.rmtree(os.path.join(tmp, ".cache"), ignore_errors=True)    # huggingface_hub's own bookkeeping
+            os.chmod(tmp, 0o755)
+            shutil.rmtree(dest, ignore_errors=True)                        # a partial copy from before
+            os.rename(tmp, dest)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return f"model {repo}: {dest}"
 
 
 def main() -> None:
     req = json.loads(sys.argv[1])
+    failed = 0
+    for model in req.get("models", []):         # each said; the corpora are staged all the same
+        try:
+            print("stage: " + stage_model(model["repo"], model["dest"]), flush=True)
+        except Unstaged as why:
+            print(f"stage: {why}", file=sys.stderr, flush=True)
+            failed = max(failed, why.code)
+    if req.get("datasets") or req.get("tokenizers"):
+        corpora(req)
+    sys.exit(failed)
+
+
+def corpora(req: dict) -> None:
     from aiperf.plugin import plugins
     import datasets
 

@@ -70,15 +70,18 @@ class AiperfGenerator(LoadGenerator):
                "stage": f"servebench stage {job.point.profile.id} --cache {c.cache}"}
         return [c.python, in_folder(c.tools, CLIENT_CHECK), json.dumps(req)]
 
-    def stage(self, profiles: list, cache: Path, models: dict[str, Path]) -> tuple[list[str], dict[str, str]] | None:
+    def stage(self, profiles: list, cache: Path, models: dict[str, Path],
+              drafts: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]] | None:
         """servebench/tools/stage.py with AIPerf's interpreter (beside its executable): each public corpus loaded
-        as AIPerf loads it, online, into the cache's HF layout; tokenizers of the model directories this host sees."""
+        as AIPerf loads it, online, into the cache's HF layout; tokenizers of the model directories this host sees;
+        the draft models (Hub repo -> the folder the cluster file names) downloaded."""
         corpora = sorted({p.spec.load.dataset for p in profiles if p.spec.load.dataset != "generated"})
         toks = [{"model": str(models[p.id]), "name": p.spec.model} for p in profiles if p.id in models]
-        if not corpora and not toks:
+        if not corpora and not toks and not drafts:
             return None
         python = str(Path(self.executable).with_name("python"))
-        req = {"datasets": corpora, "tokenizers": list({t["name"]: t for t in toks}.values()), "cache": str(cache)}
+        req = {"datasets": corpora, "tokenizers": list({t["name"]: t for t in toks}.values()), "cache": str(cache),
+               "models": [{"repo": repo, "dest": dest} for repo, dest in sorted((drafts or {}).items())]}
         return [python, str(STAGE), json.dumps(req)], cache_env(PurePosixPath(cache))
 
     def run(self, inv: Invocation, timeout: float, **kw) -> int:

@@ -83,7 +83,8 @@ class Runtime(_Strict):
     node_environment: list[dict[EnvName, OneLine]] = Field(
         default_factory=list, description="per node rank: added to that node's worker (e.g. CPU core binding)")
     model_paths: dict[str, OneLine] = Field(
-        default_factory=dict, description="recipe model.path alias -> directory on the nodes")
+        default_factory=dict, description="recipe model.path alias -> directory on the nodes; a model's draft "
+        "(its draft_model name, e.g. Inferact/Kimi-K3-DSpark) -> where `servebench stage` downloads it")
     container_model_dir: str = "/model"
     container_mounts: dict[OneLine, OneLine] = Field(default_factory=dict, description="with containers: more host "
                                                      "paths every process sees (host -> inside), e.g. a staged draft "

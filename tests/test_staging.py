@@ -1,0 +1,38 @@
+"""What gb200-nv's containers mount or run from shared storage is staged by `servebench stage` or looked for on each
+node before etcd/NATS, with the fix named (#31 defects 2 and 5): offline, from the shipped catalog."""
+
+from tests.conftest import by_id
+
+
+def test_etcd_and_nats_binaries_on_shared_storage_are_looked_for_on_each_node(catalog, tmp_path):
+    """gb200-nv's vLLM image carries neither etcd nor NATS (#31 defect 5): they run from their release binaries on
+    shared storage, mounted into the container, and the mount look before etcd/NATS names a missing one on a node
+    with its fix (it said only that etcd did not answer)."""
+    from servebench.core.results_folder import ResultsFolder
+    from servebench.server import preflight
+    from servebench.server.assembly import Assembly
+    prof = by_id(catalog, "kimi-k3-gb200-dep_offload")
+    assembly = Assembly(prof, ResultsFolder.at(tmp_path / "results"), "RUN", dry=True)
+    _, alloc, _ = assembly.render()
+    files = preflight.infra_files(assembly.placement(alloc), alloc)
+    shared = "/mnt/lustre01/users-public/sa-shared/servebench/bin"
+    assert files == (f"{shared}/etcd", f"{shared}/nats-server")
+    assert all(not p.startswith("/servebench-bin") for p in files)
+    found = preflight.mount_findings(prof, {"node0": [f"{shared}/etcd"]}, files)
+    assert [(f.kind, f.node) for f in found] == [("infra", "node0")], found
+    assert "etcd does not exist on this node" in found[0].message and "release binary" in found[0].fix
+
+
+def test_the_draft_model_every_gb200_container_mounts_is_what_stage_downloads(catalog):
+    """#31 defect 2: gb200-nv mounts the DSpark drafter into every container, and nothing staged it (enroot refuses a
+    container whose mount source is missing). `servebench stage` downloads it where the cluster file names it, and
+    preflight's fix for that missing folder is that command."""
+    from servebench.cli.components import drafts
+    from servebench.cluster.request import container_mounts
+    from servebench.server import preflight
+    prof = by_id(catalog, "kimi-k3-gb200-dep_offload")
+    (dest,) = drafts([prof]).values()
+    assert drafts([prof]) == {"Inferact/Kimi-K3-DSpark": dest} and dest in container_mounts(prof, True)
+    assert drafts([by_id(catalog, "tiny-llama-cpu-vllm")]) == {}
+    (found,) = preflight.mount_findings(prof, {"node0": [dest]})
+    assert found.fix.startswith("servebench stage kimi-k3-gb200-dep_offload (it downloads the draft model there")
