@@ -1,7 +1,9 @@
 """What gb200-nv's containers mount or run from shared storage is staged by `servebench stage` or looked for on each
 node before etcd/NATS, with the fix named (#31 defects 2 and 5): offline, from the shipped catalog."""
 
-from tests.conftest import by_id
+import pytest
+
+from tests.conftest import by_id, edit
 
 
 def test_etcd_and_nats_binaries_on_shared_storage_are_looked_for_on_each_node(catalog, tmp_path):
@@ -36,3 +38,27 @@ def test_the_draft_model_every_gb200_container_mounts_is_what_stage_downloads(ca
     assert drafts([by_id(catalog, "tiny-llama-cpu-vllm")]) == {}
     (found,) = preflight.mount_findings(prof, {"node0": [dest]})
     assert found.fix.startswith("servebench stage kimi-k3-gb200-dep_offload (it downloads the draft model there")
+
+
+@pytest.mark.slurm
+def test_stage_imports_each_missing_image_once_in_a_one_node_step(slurm, recipes, tmp_path, capfd):
+    """#31 defect 3: the one import every step runs (slurm.images) was a command preflight named; `servebench stage
+    --images` runs it where it is missing, in a one-node srun step with the node's enroot, under a lock, into a file
+    of its own renamed into place, and leaves an imported one alone. The local nodes have no enroot: the step says
+    so naming the node, and nothing is left behind."""
+    from servebench.catalog.loader import Catalog
+    from servebench.cli.components import import_images
+    images = tmp_path / "images"
+    images.mkdir()
+    cluster = recipes / "clusters/gb200-nv.yaml"
+    edit(cluster, "  partition: batch\n  account: benchmark\n", "  partition: debug\n")
+    edit(cluster, "/mnt/lustre01/users-public/sa-shared/servebench/images/vllm-openai+kimi-k3.sqsh",
+         str(images / "kimi.sqsh"))
+    prof = by_id(Catalog.load(recipes), "kimi-k3-gb200-dep")
+    assert import_images([prof]) == 1
+    said = capfd.readouterr()
+    assert "image_import: enroot is not on n" in said.err and "'s PATH: run it where pyxis runs the steps" in said.err
+    assert sorted(p.name for p in images.iterdir()) == ["kimi.sqsh.lock"]                 # no partial file
+    (images / "kimi.sqsh").write_bytes(b"hsqs")
+    assert import_images([prof]) == 0
+    assert "servebench stage: vllm/vllm-openai:kimi-k3: imported already" in capfd.readouterr().out

@@ -98,6 +98,27 @@ class FlagTableCommand(Command):
         return subprocess.run(argv).returncode
 
 
+def import_images(profiles) -> int:
+    """Each image the profiles' steps run in (the recipe's, the infra's, the client's) imported once to the file
+    slurm.images names, where it is missing: one one-node srun step each (servebench/tools/image_import.py)."""
+    from servebench.cluster.slurm import import_step
+    wanted = {}
+    for p in profiles:
+        cl = p.cluster
+        for name in (p.recipe.model.container, cl.runtime.infra.image, cl.runtime.client.image):
+            if name and name in cl.slurm.images:
+                wanted[cl.slurm.images[name]] = (name, p.recipe.slurm.partition or cl.slurm.partition,
+                                                 p.recipe.slurm.account or cl.slurm.account)
+    status = 0
+    for file, (name, partition, account) in sorted(wanted.items()):
+        if Path(file).is_file():
+            print(f"servebench stage: {name}: imported already ({file})")
+            continue
+        done = subprocess.run(import_step(partition, account, file, name), stdin=subprocess.DEVNULL)
+        status = status or (1 if done.returncode else 0)
+    return status
+
+
 def drafts(profiles) -> dict[str, str]:
     """Each draft model the profiles' servers read (their model's draft_model) -> the folder the cluster file names
     for it in runtime.model_paths (shared storage the containers mount)."""
@@ -121,6 +142,8 @@ class StageCommand(Command):
         parser.add_argument("--cache", metavar="DIR", help="the cache as this host sees it (default: the cluster's "
                             "runtime.client.cache, else the results folder's .hf-cache)")
         parser.add_argument("--load-bin", metavar="PATH", help="the load generator here (default: its own)")
+        parser.add_argument("--images", action="store_true", help="also import each image the profiles' steps run "
+                            "in to the file slurm.images names, where missing (a one-node srun step with enroot)")
 
     def run(self, args) -> int:
         import os
@@ -128,6 +151,7 @@ class StageCommand(Command):
         from servebench.load.generator import generator_for
         from servebench.server.assembly import Assembly
         profiles = many(catalog(args), args.targets)
+        status = import_images(profiles) if args.images else 0
         results = ResultsFolder.at(Path(args.results_dir).absolute())
         caches = {args.cache or p.cluster.runtime.client.cache or str(results.hf_cache) for p in profiles}
         if len(caches) > 1:
@@ -139,7 +163,6 @@ class StageCommand(Command):
             seen = Assembly(p, results, "stage", dry=True).model_dir()
             if seen is not None and seen.is_dir():
                 models[p.id] = seen
-        status = 0
         for name in dict.fromkeys(p.spec.load.generator for p in profiles):
             mine = [p for p in profiles if p.spec.load.generator == name]
             gen = generator_for(name, args.load_bin)

@@ -20,6 +20,7 @@ from servebench.catalog.budget import KILL_WAIT_S
 from servebench.cluster.request import mount_option
 from servebench.cluster.heartbeat import DEFAULT_ORPHAN_AFTER_S, Heartbeat, holder_lines
 from servebench.core.processes import stop_group
+from servebench.tools import IMAGE_IMPORT
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,14 @@ def srun_prefix(job_id: str, node: str, req: AllocationRequest, process: str = "
                 f"{path}={backing}" for path, backing in node_disks(node_local, node).items()))
     argv += [f"--{k}={v}" if v != "" else f"--{k}" for k, v in req.srun_options.items()]
     return argv
+
+
+def import_step(partition: str | None, account: str | None, file: str, name: str) -> list[str]:
+    """The one-node srun step that imports image ``name`` to ``file`` (servebench/tools/image_import.py, with the
+    node's python3: enroot runs where pyxis does), for `servebench stage --images`."""
+    return ["srun", "--nodes=1", "--ntasks=1", "--time=02:00:00", "--job-name=servebench-image-import",
+            *([f"--partition={partition}"] if partition else []), *([f"--account={account}"] if account else []),
+            "python3", str(IMAGE_IMPORT), file, name]
 
 
 def unset_argv(env: dict[str, str | None], argv: list[str]) -> list[str]:

@@ -114,8 +114,8 @@ def login_findings(profile: Profile, where: Placement, dropped: tuple[str, ...] 
         if used and where.containers and not Path(file).is_file():
             out.append(Finding("login", None, "image", "imported image",
                                f"{file}, the import of {name} that every step runs in (slurm.images), does not exist",
-                               f"import it once, on a node with enroot: srun -N1 enroot import -o {file} "
-                               f"docker://{name}"))
+                               f"import it once: servebench stage {profile.id} --images (a one-node srun step: "
+                               f"enroot import -o {file} docker://{name})"))
     if dropped:
         out.append(Finding("login", None, "image", "slurm options",
                            f"cluster {cl.name} does not apply the recipe's {', '.join('--' + k for k in dropped)} "
