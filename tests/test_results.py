@@ -297,3 +297,18 @@ def test_a_generator_that_reports_no_output_tokens_is_not_taken_for_another_serv
         r = build(m)
         assert (r.output_token_ratio is None) is ratio
         assert any("reported no output tokens per request" in p for p in r.run.problems) is ratio
+
+
+def test_a_generator_killed_or_crashed_mid_point_fails_it(catalog):
+    """#35: kill -9 of AIPerf mid-profiling gave a passed point (exit code -9, its records a short run). A point passes
+    only when the generator ran to its own end, or servebench's adaptive rule stopped it."""
+    prof = by_id(catalog, "kimi-k3-gb200-dep")
+    r = build(prof)
+    assert not any(m.startswith("aiperf ") for m in failures(r, prof))
+    r["run"]["exit_code"] = -9
+    assert any(m.startswith("aiperf was killed by signal 9 during the point: what it wrote is not a measurement")
+               for m in failures(r, prof)), failures(r, prof)
+    r["run"]["exit_code"] = 1
+    assert any(m.startswith("aiperf exited with code 1 during the point") for m in failures(r, prof))
+    r["run"]["stopped_at_s"] = 42.0                                    # servebench's own stop: its interrupt
+    assert not any(m.startswith("aiperf ") for m in failures(r, prof))

@@ -43,6 +43,9 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                          f"{_count(req.successful)} successful requests of {_count(req.completed)} completed", why))
 
     checks.append(own_server(result, g.token_ratio_tolerance))
+    ended = generator_ended(result)
+    if ended is not None:
+        checks.append(ended)
 
     rate = req.error_rate
     causes = ", ".join(f"{k} {v}" for k, v in req.errors_by_cause.items()) or "none classified"
@@ -89,6 +92,20 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                              "history"))
     return Verdict(passed=all(c.ok for c in checks), checks=checks, baseline=baseline_file,
                    judged_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def generator_ended(result: PointResult) -> Check | None:
+    """The load generator ran to its own end (exit code 0), or servebench stopped it (the adaptive rule), or it
+    aborted on the live error gate (that check says so): None. A generator killed or crashed mid-point left records
+    that look like a short run, and such a point passed (#35): a failed check saying how it ended."""
+    run = result.run
+    if run.exit_code == 0 or run.stopped_at_s is not None or run.was_cancelled or run.interrupted:
+        return None
+    how = ("did not run to an end" if run.exit_code is None else
+           f"was killed by signal {-run.exit_code}" if run.exit_code < 0 else f"exited with code {run.exit_code}")
+    return Check(name="generator", ok=False, message=(
+        f"{run.generator} {how} during the point: what it wrote is not a measurement of the window (its log: "
+        f"{run.artifact_dir}/logs)"))
 
 
 def own_server(result: PointResult, tolerance: float) -> Check:
