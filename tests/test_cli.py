@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from tests.conftest import run_cli
+from tests.conftest import edit, run_cli
 
 
 def servebench(*args, cwd):
@@ -161,3 +161,17 @@ def test_rehearse_without_a_scheduler_is_one_line(repo, tmp_path, monkeypatch):
     res = run_cli("rehearse", "dep_offload", "--results-dir", tmp_path, cwd=repo)
     assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
     assert "servebench rehearse: cannot allocate on gb200-local: no Slurm client (sbatch) on PATH" in res.stderr
+
+
+def test_render_masks_a_credential_in_the_engines_flags(recipes):
+    """#35: `api-key: sk_x` among a profile's engine flags was masked by `servebench recipe` and printed whole by
+    `servebench render` (a render pasted into an issue or a PR gives the key away)."""
+    edit(recipes / "local/vllm.yaml", "  frontend:\n    type: vllm\n",
+         "  frontend:\n    type: vllm\n  backend:\n    vllm_config:\n      aggregated:\n        api-key: sk_x\n")
+    res = run_cli("--recipes", recipes, "render", "tiny-llama-cpu-vllm-c1")
+    assert res.returncode == 0, res.stderr
+    assert "sk_x" not in res.stdout and "--api-key '***'" in res.stdout
+    assert "--tokenizer " in res.stdout                                        # a tokenizer is no credential
+    from servebench.core.secrets import masked_argv
+    assert masked_argv(["x", "--hf-token=abc", "--max-num-batched-tokens", "8", "--auth_secret", "s"]) == \
+        ["x", "--hf-token=***", "--max-num-batched-tokens", "8", "--auth_secret", "***"]

@@ -12,7 +12,7 @@ from servebench.catalog.points import Point, points
 from servebench.core import yamlio
 from servebench.core.errors import ConfigError, Problem
 from servebench.core.results_folder import ResultsFolder
-from servebench.core.secrets import masked
+from servebench.core.secrets import masked, masked_argv
 from servebench.cli.base import JSON, PROFILES, RESULTS_DIR, Command
 from servebench.recipe.profile import Profile
 
@@ -151,7 +151,7 @@ class RenderCommand(Command):
                                                                      if st.get("unless_missing") else "")
                         for st in spec.preamble))
             _print_env({k: v for k, v in proc.env.items() if k not in shared})
-            print(shlex.join(proc.command))
+            print(shlex.join(masked_argv(proc.command)))
         print("\n# engines (DP rank -> metrics URL)")
         for eng in sp.engines:
             print(f"engine {eng.dp_rank} on node {eng.rank}: {eng.metrics_url}")
@@ -200,9 +200,9 @@ def _print_load(prof: Profile, sp, target: str, assembly, alloc) -> None:
     if where.on == "head":
         argv = alloc.launch(where.rank, "client", argv, env, inv.log, role="client", oneshot=True,
                             image=where.image).command
-    print(shlex.join(argv))
+    print(shlex.join(masked_argv(argv)))
     print(f"# {gen.name} for {point.id}, as the step above runs it (each option: README, AIPerf options)")
-    print(shlex.join(inv.argv))
+    print(shlex.join(masked_argv(inv.argv)))
 
 
 def _print_env(env: dict) -> None:

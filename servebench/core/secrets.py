@@ -1,6 +1,7 @@
 """Credentials never leave the machine in what servebench prints or writes: values of environment keys that look
 like one are shown as ``***`` (``servebench render``, ``servebench recipe``; results and junit never hold the
-environment at all)."""
+environment at all), and so are the values of command-line flags named like one (``--api-key sk_x`` in a recipe's
+engine flags, as ``servebench render`` prints a process's command)."""
 
 from __future__ import annotations
 
@@ -25,3 +26,32 @@ def masked(data):
     if isinstance(data, list):
         return [masked(v) for v in data]
     return data
+
+
+# A flag names a credential when one of its words is one of these (whole words: --tokenizer and
+# --max-num-batched-tokens are not credentials; --api-key, --hf-token, --auth-secret are)
+FLAG_WORDS = frozenset({"key", "token", "secret", "password", "passwd", "auth", "credential", "credentials", "cookie"})
+
+
+def is_secret_flag(arg: str) -> bool:
+    """A ``--flag`` (or ``--flag=value``) whose name says it carries a credential."""
+    if not arg.startswith("--"):
+        return False
+    words = arg[2:].split("=", 1)[0].lower().replace("_", "-").split("-")
+    return any(w in FLAG_WORDS for w in words)
+
+
+def masked_argv(argv) -> list[str]:
+    """``argv`` with the value of every credential-like flag replaced by *** (``--api-key X``, ``--api-key=X``)."""
+    out: list[str] = []
+    hide = False
+    for arg in map(str, argv):
+        if hide:
+            out.append(MASK)
+            hide = False
+        elif is_secret_flag(arg) and "=" in arg:
+            out.append(arg.split("=", 1)[0] + "=" + MASK)
+        else:
+            out.append(arg)
+            hide = is_secret_flag(arg)
+    return out
