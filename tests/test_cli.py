@@ -173,5 +173,7 @@ def test_render_masks_a_credential_in_the_engines_flags(recipes):
     assert "sk_x" not in res.stdout and "--api-key '***'" in res.stdout
     assert "--tokenizer " in res.stdout                                        # a tokenizer is no credential
     from servebench.core.secrets import masked_argv
-    assert masked_argv(["x", "--hf-token=abc", "--max-num-batched-tokens", "8", "--auth_secret", "s"]) == \
-        ["x", "--hf-token=***", "--max-num-batched-tokens", "8", "--auth_secret", "***"]
+    assert masked_argv(["x", "--hf-token=abc", "--max-num-batched-tokens", "8", "--auth_secret", "s",
+                        "--use-server-token-count", "--api-key", "--ui", "none"]) == \
+        ["x", "--hf-token=***", "--max-num-batched-tokens", "8", "--auth_secret", "***", "--use-server-token-count",
+         "--api-key", "--ui", "none"]

@@ -28,8 +28,8 @@ def masked(data):
     return data
 
 
-# A flag names a credential when one of its words is one of these (whole words: --tokenizer and
-# --max-num-batched-tokens are not credentials; --api-key, --hf-token, --auth-secret are)
+# A flag names a credential when its last word is one of these (whole words: --tokenizer, --max-num-batched-tokens
+# and --use-server-token-count are not credentials; --api-key, --hf-token, --auth-secret are)
 FLAG_WORDS = frozenset({"key", "token", "secret", "password", "passwd", "auth", "credential", "credentials", "cookie"})
 
 
@@ -37,8 +37,7 @@ def is_secret_flag(arg: str) -> bool:
     """A ``--flag`` (or ``--flag=value``) whose name says it carries a credential."""
     if not arg.startswith("--"):
         return False
-    words = arg[2:].split("=", 1)[0].lower().replace("_", "-").split("-")
-    return any(w in FLAG_WORDS for w in words)
+    return arg[2:].split("=", 1)[0].lower().replace("_", "-").split("-")[-1] in FLAG_WORDS
 
 
 def masked_argv(argv) -> list[str]:
@@ -46,11 +45,13 @@ def masked_argv(argv) -> list[str]:
     out: list[str] = []
     hide = False
     for arg in map(str, argv):
-        if hide:
+        if hide and not arg.startswith("-"):
             out.append(MASK)
             hide = False
-        elif is_secret_flag(arg) and "=" in arg:
+            continue
+        if is_secret_flag(arg) and "=" in arg:
             out.append(arg.split("=", 1)[0] + "=" + MASK)
+            hide = False
         else:
             out.append(arg)
             hide = is_secret_flag(arg)
