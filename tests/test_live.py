@@ -319,6 +319,11 @@ def test_stage_downloads_the_draft_model_where_the_cluster_file_names_it(install
     done = subprocess.run(stage, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == \
         f"stage: model Inferact/Kimi-K3-DSpark: already in {shared / 'dspark'}", done.stderr
+    hub = json.dumps({"hub_tokenizers": ["moonshotai/Kimi-K3"], "cache": str(tmp_path / "cache")})   # an hf: model
+    done = subprocess.run([str(AIPERF.with_name("python")), str(STAGE), hub], capture_output=True, text=True,
+                          env={**env, "HF_HUB_CACHE": str(tmp_path / "cache/hub")}, timeout=300)
+    assert done.returncode == 3 and "stage: the tokenizer of moonshotai/Kimi-K3 could not be fetched from here" \
+        in done.stderr, done.stderr
 
 
 # ---- run length: adaptive stopping, and a server that never settles ----

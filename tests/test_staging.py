@@ -62,3 +62,22 @@ def test_stage_imports_each_missing_image_once_in_a_one_node_step(slurm, recipes
     (images / "kimi.sqsh").write_bytes(b"hsqs")
     assert import_images([prof]) == 0
     assert "servebench stage: vllm/vllm-openai:kimi-k3: imported already" in capfd.readouterr().out
+
+
+def test_an_hf_model_runs_its_setup_script_and_stages_its_tokenizer_by_repo_id(recipes, tmp_path):
+    """#31 defect 6: an `hf:` model (the engine downloads it; no node has its directory) skipped the recipe's setup
+    script (it waited for a directory named after the repo id) and nothing staged its tokenizer for the offline
+    client. srtctl runs the script all the same; `servebench stage` fetches the tokenizer into the shared cache by
+    repo id, where AIPerf, given that id, finds it offline."""
+    import json
+
+    from servebench.catalog.loader import Catalog
+    from servebench.load.generator import generator_for
+    from tests.conftest import run_cli
+    edit(recipes / "kimi-k3/gb200/base.yaml", "  path: kimi-k3 ", "  path: hf:moonshotai/Kimi-K3 ")
+    out = run_cli("--recipes", recipes, "render", "kimi-k3-gb200-dep-c32").stdout
+    assert "setup: bash /configs/kimik3-dspark-config-compat.sh" in out and "(only if moonshotai/Kimi-K3" not in out
+    assert "--tokenizer moonshotai/Kimi-K3 " in out and "tokenizer_cache.py" not in out
+    prof = by_id(Catalog.load(recipes), "kimi-k3-gb200-dep")
+    argv, _ = generator_for("aiperf", str(tmp_path / "venv/bin/aiperf")).stage([prof], tmp_path / "cache", {}, {})
+    assert json.loads(argv[2])["hub_tokenizers"] == ["moonshotai/Kimi-K3"]

@@ -208,13 +208,14 @@ def plan(profile: Profile, where: Placement, lease: PortLease | None = None) -> 
 
 def preamble(profile: Profile, where: Placement, env: dict) -> tuple[tuple[dict, ...], frozenset[str]]:
     """The launch preamble a worker or frontend runs in its own step (srt-slurm's), and what the process needs of
-    it: the recipe's setup script (only where the model directory exists: it reads the model), then the
-    frontend's install steps (the pinned Dynamo)."""
+    it: the recipe's setup script (only where the model directory exists: it reads the model; a Hub repo id, an
+    ``hf:`` model the engine downloads itself, has no directory to wait for, and srtctl runs the script all the
+    same), then the frontend's install steps (the pinned Dynamo)."""
     r, steps, needs = profile.recipe, [], set()
     if r.setup_script:
         script = f"{where.configs.rstrip('/')}/{r.setup_script}"
-        steps.append({"name": "setup", "argv": ["bash", script], "unless_missing": where.model,
-                      "env": {"SERVEBENCH_MODEL": where.model}})
+        steps.append({"name": "setup", "argv": ["bash", script], "env": {"SERVEBENCH_MODEL": where.model},
+                      **({"unless_missing": where.model} if where.model.startswith("/") else {})})
         needs.add("setup")
     for step in frontends.of(r.frontend.type).install(profile, where):
         steps.append(step)

@@ -5,7 +5,7 @@ sees), once, from a machine that reaches the Hugging Face Hub.
     python3 stage.py REQUEST_JSON
 
 REQUEST: {"datasets": [AIPerf public dataset names], "tokenizers": [{"model", "name"}], "cache", "models": [{"repo",
-"dest"}]}. Each model (a draft the servers read from shared storage) is downloaded whole into a folder of its own
+"dest"}], "hub_tokenizers": [repo ids of hf: models]}. Each model (a draft the servers read from shared storage) is downloaded whole into a folder of its own
 beside ``dest`` and renamed into place, under a lock; one already there is left alone. The environment
 names the cache (HF_HOME, HF_DATASETS_CACHE), online. Each corpus is loaded as AIPerf loads it (its registered HF
 repo and split), so AIPerf later finds it there with HF offline. Exit 3, with one line, when the Hub cannot be
@@ -65,9 +65,31 @@ def main() -> None:
         except Unstaged as why:
             print(f"stage: {why}", file=sys.stderr, flush=True)
             failed = max(failed, why.code)
+    for repo in req.get("hub_tokenizers", []):   # an hf: model's tokenizer, where AIPerf looks for it offline
+        try:
+            print("stage: " + hub_tokenizer(repo), flush=True)
+        except Unstaged as why:
+            print(f"stage: {why}", file=sys.stderr, flush=True)
+            failed = max(failed, why.code)
     if req.get("datasets") or req.get("tokenizers"):
         corpora(req)
     sys.exit(failed)
+
+
+# a tokenizer's files, and the code of a remote-code one (its modules and the modules they import)
+TOKENIZER_FILES = ["*.json", "*.model", "*.tiktoken", "*.txt", "*.py", "tokenizer*"]
+
+
+def hub_tokenizer(repo: str) -> str:
+    """The tokenizer files of Hub repo ``repo`` into the HF cache the environment names (HF_HUB_CACHE)."""
+    from huggingface_hub import snapshot_download
+    try:
+        where = snapshot_download(repo, allow_patterns=TOKENIZER_FILES)
+    except Exception as exc:  # noqa: BLE001
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise Unstaged(3, f"the tokenizer of {repo} could not be fetched from here: {type(exc).__name__}: "
+                          f"{text}") from None
+    return f"tokenizer {repo} (hf: model) in {where}"
 
 
 def corpora(req: dict) -> None:

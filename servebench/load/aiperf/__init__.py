@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from servebench.load.aiperf import records as aiperf_records
 from servebench.load.aiperf.command import OPTIONS, SESSION_HEADER, command, dataset_args
-from servebench.load.aiperf.setup import cache_env, environment, steps, tmpdir, tokenizer_id
+from servebench.load.aiperf.setup import cache_env, environment, hub_repo, steps, tmpdir, tokenizer_id
 from servebench.load.generator import Invocation, LoadGenerator, LoadJob
 from servebench.load.records import LoadRecords
 from servebench.tools import CLIENT_CHECK, STAGE, in_folder
@@ -77,11 +77,13 @@ class AiperfGenerator(LoadGenerator):
         the draft models (Hub repo -> the folder the cluster file names) downloaded."""
         corpora = sorted({p.spec.load.dataset for p in profiles if p.spec.load.dataset != "generated"})
         toks = [{"model": str(models[p.id]), "name": p.spec.model} for p in profiles if p.id in models]
-        if not corpora and not toks and not drafts:
+        hub = sorted({repo for p in profiles if p.id not in models and (repo := hub_repo(p))})
+        if not corpora and not toks and not drafts and not hub:
             return None
         python = str(Path(self.executable).with_name("python"))
         req = {"datasets": corpora, "tokenizers": list({t["name"]: t for t in toks}.values()), "cache": str(cache),
-               "models": [{"repo": repo, "dest": dest} for repo, dest in sorted((drafts or {}).items())]}
+               "models": [{"repo": repo, "dest": dest} for repo, dest in sorted((drafts or {}).items())],
+               "hub_tokenizers": hub}
         return [python, str(STAGE), json.dumps(req)], cache_env(PurePosixPath(cache))
 
     def run(self, inv: Invocation, timeout: float, **kw) -> int:

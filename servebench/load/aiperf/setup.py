@@ -14,8 +14,20 @@ AIPERF_CONFIGURE_S = 600       # AIPerf 0.13.0's AIPERF_SERVICE_PROFILE_CONFIGUR
 
 
 def tokenizer_id(job: LoadJob) -> str:
-    """The tokenizer AIPerf is given: the offline copy's repo id, else the served model's name."""
-    return f"local/{job.point.profile.spec.model}" if job.client.model else job.model_name
+    """The tokenizer AIPerf is given: the offline copy's repo id; for an ``hf:`` model no node has a directory of,
+    its Hub repo id (`servebench stage` puts its tokenizer in the shared cache); else the served model's name."""
+    if job.client.model:
+        return f"local/{job.point.profile.spec.model}"
+    return hub_repo(job.point.profile) or job.model_name
+
+
+def hub_repo(profile) -> str | None:
+    """The Hub repo id of an ``hf:org/name`` model the cluster maps to no directory (the engine downloads it)."""
+    path = profile.recipe.model.path
+    if not path.startswith("hf:"):
+        return None
+    repo = path.removeprefix("hf:")
+    return None if repo in profile.cluster.runtime.model_paths else repo
 
 
 def tmpdir(job: LoadJob) -> str:
