@@ -78,6 +78,26 @@ def test_a_corrupt_store_or_a_foreign_folder_is_refused_and_loses_nothing(two_ru
     assert res.returncode == 2 and "not a servebench history" in res.stderr and "Traceback" not in res.stderr
 
 
+def test_a_history_damaged_under_its_header_is_one_line_everywhere_and_never_written(two_runs):
+    """#35: pages overwritten with the header intact made history list, noise, compare and report end in
+    sqlite3.DatabaseError tracebacks while history add reported success. Every command now says what is wrong with
+    the file and what to do, and nothing writes to it."""
+    db, old, new = two_runs
+    history.add(db, old)
+    history.add(db, new)
+    raw = bytearray(db.read_bytes())
+    page = int.from_bytes(raw[16:18], "big") or 65536
+    cut = len(raw) - 2 * page
+    raw[cut:] = b"\xa5" * (len(raw) - cut)                    # the last pages (requests), the schema left alone
+    db.write_bytes(bytes(raw))
+    for argv in (["history", "list"], ["history", "noise"], ["compare", "20261201-00", "20261201-05"],
+                 ["history", "add", str(new)]):
+        res = run_cli(*argv, "--db", db)
+        assert res.returncode != 0 and "Traceback" not in res.stderr, (argv, res.stderr)
+        assert f"{db}: damaged (" in res.stderr and "restore it from a copy" in res.stderr, (argv, res.stderr)
+    assert db.read_bytes() == bytes(raw)
+
+
 def test_compare_reports_each_metric_with_a_bootstrap_interval(two_runs):
     db, old, new = two_runs
     history.add(db, old)

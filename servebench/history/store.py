@@ -86,6 +86,14 @@ def connect(db: Path | str, create: bool = True) -> sqlite3.Connection:
     except (OSError, sqlite3.Error) as err:
         raise ValueError(f"{db}: cannot open it ({err})") from None
     try:
+        damage = con.execute("PRAGMA quick_check").fetchone()[0]
+    except sqlite3.DatabaseError as err:
+        damage = str(err) if "malformed" in str(err) else "ok"       # not a database at all: said below
+    if damage != "ok":              # pages overwritten under an intact header: queries would fail one by one later
+        con.close()
+        raise ValueError(f"{db}: damaged ({damage.splitlines()[0]}); nothing was read or written: restore it from "
+                         "a copy, or move it aside (a session then starts a new history)")
+    try:
         if create:
             con.executescript(SCHEMA)
             for column in [c for c in REQUEST_COLUMNS if c not in _columns(con, "requests")]:
