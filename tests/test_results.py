@@ -98,7 +98,7 @@ def test_no_summary_when_every_request_failed(catalog, tmp_path):
     r = recorded(Point(p, 1), art, exit_code=1, idle_wait_s=None)
     assert result.problems(r.dump()) == []
     assert r.requests.model_dump() == {"completed": 5.0, "successful": 0.0, "errors": 5.0, "error_rate": 1.0,
-                             "errors_by_cause": {"transport": 5}, "warmup_dropped": 0}
+                             "errors_by_cause": {"transport": 5}, "warmup_dropped": 0, "recorded": 5}
     msgs = failures(r, p)
     assert "0 successful requests of 5 completed and aiperf wrote no summary (exit code 1" in msgs[0]
     assert r.run.problems == ["aiperf wrote no summary: requests counted from its per-request records"]
@@ -312,3 +312,21 @@ def test_a_generator_killed_or_crashed_mid_point_fails_it(catalog):
     assert any(m.startswith("aiperf exited with code 1 during the point") for m in failures(r, prof))
     r["run"]["stopped_at_s"] = 42.0                                    # servebench's own stop: its interrupt
     assert not any(m.startswith("aiperf ") for m in failures(r, prof))
+
+
+def test_a_per_request_export_cut_short_fails_the_point(catalog, tmp_path):
+    """#35: a results disk that filled mid-point left AIPerf's per-request export at 6 whole records and one cut
+    line for a point whose summary counts 96; the point and its history rows were accepted. The result now says how
+    many requests the export holds, and fewer than the summary counts fails the point."""
+    import shutil
+    art = tmp_path / "aiperf"
+    shutil.copytree(H200 / "ctx16k/offload-c8", art)
+    lines = [ln for ln in (art / "profile_export.jsonl").read_text().splitlines() if '"profiling"' in ln]
+    (art / "profile_export.jsonl").write_text("\n".join(lines[:6]) + "\n" + lines[6][:40])
+    p = by_id(catalog, "kimi-k3-gb200-dep_offload")
+    r = recorded(Point(p, 8), art).dump()
+    assert (r["requests"]["recorded"], r["requests"]["completed"]) == (6, 96.0)
+    assert any(m.startswith("aiperf's per-request export holds 6 of the 96 requests its summary counts")
+               for m in failures(r, p)), failures(r, p)
+    whole = build(p)
+    assert whole["requests"]["recorded"] == 96 and not any("per-request export" in m for m in failures(whole, p))

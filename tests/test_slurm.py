@@ -130,6 +130,27 @@ def test_killed_node_process_is_reported_with_its_log_tail(slurm, tmp_path):
     wait_for(lambda: not processes_with(token), 15, "processes to exit")
 
 
+def test_a_process_whose_job_ended_first_says_the_jobs_end_not_its_own_exit(slurm, tmp_path):
+    """#35: a job ended under its processes (the heartbeat's end, scancel, `scripts/slurm-local stop`) failed the
+    point with "the server died ... exited with code 0"; the cause was only in the sbatch log. The process's end now
+    says the job ended first, how, and what the job's own log said last."""
+    token = f"sbtest-{uuid.uuid4().hex[:8]}"
+    alloc = slurm.allocate(AllocationRequest(name=token, nodes=1, workdir=tmp_path), timeout=300)
+    try:
+        code = "import time; print('worker up', flush=True); time.sleep(600)"
+        proc = alloc.launch(0, "worker", [sys.executable, "-c", code, f"{token}-rank0"], {}, tmp_path / "w0.log")
+        wait_for(lambda: "worker up" in proc.log.read_text(), 60, "the worker")
+        subprocess.run(["scancel", alloc.job_id], check=True)
+        wait_for(lambda: not proc.alive(), 60, "srun to see its job end")
+        with pytest.raises(ProcessDied) as err:
+            alloc.check()
+        assert "worker on node n1 (rank 0) exited with code" in err.value.line
+        assert f"its Slurm job {alloc.job_id} ended first (CANCELLED" in err.value.line, err.value.line
+    finally:
+        alloc.release()
+    assert squeue(token) == []
+
+
 def test_unschedulable_job_is_cancelled_not_left_pending(slurm, tmp_path):
     token = f"sbtest-{uuid.uuid4().hex[:8]}"
     with pytest.raises(ClusterError, match="can never start"):

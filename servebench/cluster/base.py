@@ -49,8 +49,8 @@ class ProcessDied(ClusterError):
     port it binds was taken says that in one line instead, naming the port and, where the node is this machine,
     the holder (its whole log stays in the file)."""
 
-    def __init__(self, proc: "NodeProcess", here: bool = False):
-        self.proc = proc
+    def __init__(self, proc: "NodeProcess", here: bool = False, cause: str | None = None):
+        self.proc, self.cause = proc, cause
         tail = proc.tail()
         taken = port_taken(proc, tail, here)
         super().__init__(f"{self.line}: {taken}" if taken else f"{self.line}; last lines of {proc.log}:\n{tail}")
@@ -67,7 +67,8 @@ class ProcessDied(ClusterError):
                 sig = None
             if sig is not None:
                 how = f"killed by {sig.name}" if code < 0 else f"{how} (signal {sig.value}: {sig.name})"
-        return f"{self.proc.name} on node {self.proc.node} (rank {self.proc.rank}) {how}"
+        said = f"{self.proc.name} on node {self.proc.node} (rank {self.proc.rank}) {how}"
+        return f"{said}: {self.cause}" if self.cause else said
 
 
 def port_taken(proc: "NodeProcess", tail: str, here: bool) -> str | None:
@@ -179,7 +180,12 @@ class Allocation(ABC):
         """Raise ProcessDied for the first launched process that is no longer running."""
         for proc in self.processes:
             if not proc.oneshot and not self.dry and not proc.alive():
-                raise ProcessDied(proc, here=self.shares_host)
+                raise ProcessDied(proc, here=self.shares_host, cause=self.ended())
+
+    def ended(self) -> str | None:
+        """Why the allocation itself ended under its processes (a scheduler's job cancelled or timed out), as the
+        cause of a process's end; None where it did not (a backend without jobs)."""
+        return None
 
     def release(self) -> None:
         """Stop every process by tier (frontend and workers in parallel, then etcd/NATS), then give the nodes

@@ -222,6 +222,24 @@ class SlurmAllocation(Allocation):
         self._addresses = out
         return list(out)
 
+    def ended(self) -> str | None:
+        """The job ended first (the session's heartbeat stopped, scancel, the time limit, a node lost): its state
+        and the last line the job itself wrote, where the real cause is (the process only saw its step end)."""
+        if self.dry or not self.job_id:
+            return None
+        state, rest = job_state(self.job_id)
+        if state is None or state.split()[0] not in ENDED:
+            return None
+        try:
+            said = [ln for ln in ProfileFolder(self.request.workdir).job_log(self.request.name).read_text(
+                errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            said = []
+        reason = rest.split("|", 1)[0].strip()
+        why = state.split()[0] + (f", {reason}" if reason and reason != "None" else "")
+        return f"its Slurm job {self.job_id} ended first ({why})" + (
+            f"; the job's log says: {said[-1].strip()}" if said else "")
+
     def _give_back(self) -> None:
         _run(["scancel", self.job_id])
         if self.heartbeat is not None:

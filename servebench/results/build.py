@@ -102,7 +102,8 @@ def build(m: Measurement) -> PointResult:
                 "problems": problems, "mode": m.mode, "stop_reason": m.stop_reason,
                 "stopped_at_s": m.stopped_at_s, "planned_s": float(p.spec.load.duration_s), "checkpoints": [{"at_s": at, "found": found} for at, found in m.looks]},
         "requests": {"completed": completed, "successful": successful, "errors": errors, "error_rate": error_rate,
-                     "errors_by_cause": dict(sorted(causes.items())), "warmup_dropped": len(rec.warmup)},
+                     "errors_by_cause": dict(sorted(causes.items())), "warmup_dropped": len(rec.warmup),
+                     "recorded": len(profiled)},
         "throughput": {
             "duration_s": rec.stat("duration_s"), "requests_per_s": rec.stat("requests_per_s"),
             "input_tps": rec.stat("input_tps"), "output_tps": out_tps, "total_tps": total_tps, "gpus": gpus,

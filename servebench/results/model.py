@@ -98,6 +98,8 @@ class Requests(_Part):
     error_rate: float | None
     errors_by_cause: dict[str, PositiveInt]
     warmup_dropped: int
+    recorded: int | None = Field(None, description="the profiled requests in the generator's per-request export: "
+                                 "fewer than completed is an export cut short (a full disk), not a measurement")
 
 
 class Throughput(_Part):

@@ -43,6 +43,11 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                          f"{_count(req.successful)} successful requests of {_count(req.completed)} completed", why))
 
     checks.append(own_server(result, g.token_ratio_tolerance))
+    if req.recorded is not None and req.completed and req.recorded < req.completed:
+        checks.append(Check(name="records", ok=False, message=(
+            f"{run.generator}'s per-request export holds {_count(req.recorded)} of the {_count(req.completed)} "
+            f"requests its summary counts (cut short: a full or failing disk?): the requests' latencies and the "
+            f"history's rows are not the point's (its files: {run.artifact_dir})")))
     ended = generator_ended(result)
     if ended is not None:
         checks.append(ended)
