@@ -227,9 +227,17 @@ class SlurmAllocation(Allocation):
         and the last line the job itself wrote, where the real cause is (the process only saw its step end)."""
         if self.dry or not self.job_id:
             return None
-        state, rest = job_state(self.job_id)
-        if state is None or state.split()[0] not in ENDED:
-            return None
+
+        def settled():         # a job being ended shows COMPLETING for a moment after its steps have ended
+            state, rest = job_state(self.job_id)
+            return "ending" if state and state.split()[0] == "COMPLETING" else Done((state, rest))
+        try:
+            state, rest = poll(settled, timeout=ENDING_S, interval=0.2, backoff=1.5, max_interval=1,
+                               what=f"job {self.job_id}'s state")
+        except PollTimeout:
+            state, rest = "COMPLETING", ""
+        if state is None or state.split()[0] not in (*ENDED, "COMPLETING"):
+            return None        # the job runs on: the process ended by itself
         try:
             said = [ln for ln in ProfileFolder(self.request.workdir).job_log(self.request.name).read_text(
                 errors="replace").splitlines() if ln.strip()]
@@ -256,6 +264,9 @@ class SlurmAllocation(Allocation):
                                "there may live on until its slurmd is back, and Slurm then ends it; if it does not "
                                f"come back, `scancel {self.job_id}` again later or ask the site to drain or reboot "
                                "the node") from None
+
+
+ENDING_S = 8          # how long a job Slurm is ending may show COMPLETING before its final state
 
 
 def job_state(job_id: str) -> tuple[str | None, str]:
