@@ -210,7 +210,7 @@ def identity(p: Profile) -> Iterator[Problem]:
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# srun options servebench sets on every step itself (servebench.cluster.slurm.srun_prefix).
+# srun options servebench sets on every step itself (servebench.cluster.srun.srun_prefix).
 SRUN_OWN = frozenset({"jobid", "overlap", "nodes", "ntasks", "nodelist", "w", "export", "job-name", "J",
                       "container-image", "container-mounts"})
 

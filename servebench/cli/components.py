@@ -101,7 +101,7 @@ class FlagTableCommand(Command):
 def import_images(profiles) -> int:
     """Each image the profiles' steps run in (the recipe's, the infra's, the client's) imported once to the file
     slurm.images names, where it is missing: one one-node srun step each (servebench/tools/image_import.py)."""
-    from servebench.cluster.slurm import import_step
+    from servebench.cluster.srun import import_step
     wanted = {}
     for p in profiles:
         cl = p.cluster

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from servebench.cluster.request import container_mounts
-from servebench.cluster.slurm import node_disks
+from servebench.cluster.srun import node_disks
 from servebench.recipe.profile import Profile
 
 DATA = Path(str(resources.files("servebench").joinpath("data/standin")))
