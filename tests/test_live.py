@@ -315,6 +315,10 @@ def test_stage_downloads_the_draft_model_where_the_cluster_file_names_it(install
     assert done.returncode == 3 and "stage: Inferact/Kimi-K3-DSpark could not be fetched from here" in done.stderr
     assert sorted(p.name for p in shared.iterdir()) == ["dspark.lock"]               # no partial copy
     (shared / "dspark").mkdir()
+    (shared / "dspark/weights.bin").write_text("w")                   # a copy made by hand, not whole: left alone
+    done = subprocess.run(stage, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2 and "exists but holds no config.json" in done.stderr, done.stderr
+    assert sorted(p.name for p in (shared / "dspark").iterdir()) == ["weights.bin"]
     (shared / "dspark/config.json").write_text("{}")
     done = subprocess.run(stage, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == \

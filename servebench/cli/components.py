@@ -120,14 +120,10 @@ def import_images(profiles) -> int:
 
 
 def drafts(profiles) -> dict[str, str]:
-    """Each draft model the profiles' servers read (their model's draft_model) -> the folder the cluster file names
-    for it in runtime.model_paths (shared storage the containers mount)."""
-    out = {}
-    for p in profiles:
-        draft = p.model.draft_model if p.model is not None else None
-        if draft is not None and draft.name in p.cluster.runtime.model_paths:
-            out[draft.name] = p.cluster.runtime.model_paths[draft.name]
-    return out
+    """Each draft model the profiles' servers read -> the folder the cluster file names for it (shared storage the
+    containers mount)."""
+    from servebench.cluster.request import draft_dir
+    return dict(found for p in profiles if (found := draft_dir(p)))
 
 
 class StageCommand(Command):

@@ -60,6 +60,14 @@ def container_mounts(profile: Profile, containers: bool, model_dir: str | None =
             str(TOOLS): TOOLS_IN_CONTAINER, **shared, **cluster_mounts, **profile.recipe.container_mounts}
 
 
+def draft_dir(profile: Profile) -> tuple[str, str] | None:
+    """(the Hub repo, the folder on the nodes) of the profile's draft model, where the cluster file names one for it
+    in runtime.model_paths (keyed by the model's draft_model name; `servebench stage` downloads it there)."""
+    draft = profile.model.draft_model if profile.model is not None else None
+    folder = profile.cluster.runtime.model_paths.get(draft.name) if draft is not None else None
+    return (draft.name, folder) if folder else None
+
+
 def request_for(profile: Profile, backend: Backend, run_id: str, folder: ProfileFolder,
                 part: int | None = None, root: str = ".") -> AllocationRequest:
     r, cl = profile.recipe, profile.cluster

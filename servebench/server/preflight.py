@@ -26,7 +26,7 @@ from servebench.core.results_folder import ProfileFolder, ResultsFolder
 from servebench.recipe.profile import Profile
 from servebench.catalog.flag_rules import OBJECT_FLAGS
 from servebench.catalog.budget import PREFLIGHT_TIMEOUT_S
-from servebench.cluster.request import model_argument
+from servebench.cluster.request import draft_dir, model_argument
 from servebench.server import frontends, mounts
 from servebench.server.containers import preamble_said
 from servebench.tools import PREFLIGHT, in_folder, preamble_command
@@ -186,8 +186,8 @@ def mounts_report(profile: Profile, allocation: Allocation, where: Placement, fo
                   start: float) -> Report | None:
     """The report of a profile whose containers cannot start on some node (a mount source missing there), or None:
     no container would start, so nothing else is checked."""
-    absent = mount_findings(profile, mounts.missing(allocation, folder, infra_files(where, allocation)),
-                            infra_files(where, allocation))
+    infra = infra_files(where, allocation)
+    absent = mount_findings(profile, mounts.missing(allocation, folder, infra), infra)
     if not absent:
         return None
     return Report(profile.id, login_findings(profile, where, allocation.request.dropped) + absent,
@@ -306,8 +306,7 @@ def mount_findings(profile: Profile, absent: dict[str, list[str] | None],
     """One finding per container mount source a node lacks (enroot refuses the container), the model's own named as
     the model, etcd's and NATS's binaries as theirs; a node whose look did not answer is said too."""
     model = set(model_argument(profile, True)[1])
-    draft = profile.model.draft_model if profile.model is not None else None
-    drafts = {profile.cluster.runtime.model_paths.get(draft.name)} if draft is not None else set()
+    draft = draft_dir(profile)
     out = []
     for node, paths in absent.items():
         if paths is None:
@@ -325,7 +324,7 @@ def mount_findings(profile: Profile, absent: dict[str, list[str] | None],
                                "it, so no step of the profile starts here (etcd, NATS, frontend, workers, client)",
                                "stage the model on every node (runtime.model_paths)" if path in model else
                                f"servebench stage {profile.id} (it downloads the draft model there, from a machine "
-                               "that reaches the Hub)" if path in drafts else
+                               "that reaches the Hub)" if draft and path == draft[1] else
                                f"stage {path} on every node, or drop the mount (runtime.container_mounts of "
                                f"recipes/clusters/{profile.cluster.name}.yaml, the recipe's container_mounts)"))
     return out

@@ -4,9 +4,10 @@ sees), once, from a machine that reaches the Hugging Face Hub.
 
     python3 stage.py REQUEST_JSON
 
-REQUEST: {"datasets": [AIPerf public dataset names], "tokenizers": [{"model", "name"}], "cache", "models": [{"repo",
-"dest"}], "hub_tokenizers": [repo ids of hf: models]}. Each model (a draft the servers read from shared storage) is downloaded whole into a folder of its own
-beside ``dest`` and renamed into place, under a lock; one already there is left alone. The environment
+REQUEST: {"datasets": [AIPerf public dataset names], "tokenizers": [{"model", "name"}], "cache", "models":
+[{"repo", "dest"}], "hub_tokenizers": [repo ids of hf: models]}. Each model (a draft the servers read from shared
+storage) is downloaded whole into a folder of its own beside ``dest`` and renamed into place, under a lock; a
+complete one there is left alone, and an incomplete one is said, never removed. The environment
 names the cache (HF_HOME, HF_DATASETS_CACHE), online. Each corpus is loaded as AIPerf loads it (its registered HF
 repo and split), so AIPerf later finds it there with HF offline. Exit 3, with one line, when the Hub cannot be
 reached from here; exit 2 for a name AIPerf does not know. Stand-alone on purpose: it runs with AIPerf's interpreter,
@@ -29,6 +30,12 @@ class Unstaged(Exception):
         self.code = code
 
 
+def first_line(exc: Exception) -> str:
+    """``Type: its first line``: what a Hub or network error says, on one line."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
 def stage_model(repo: str, dest: str) -> str:
     """``repo`` from the Hub into ``dest`` (a whole snapshot), unless a complete one is there."""
     parent = os.path.dirname(dest.rstrip("/")) or "."
@@ -39,17 +46,18 @@ def stage_model(repo: str, dest: str) -> str:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.isfile(os.path.join(dest, "config.json")):
             return f"model {repo}: already in {dest}"
+        if os.path.exists(dest):
+            raise Unstaged(2, f"{dest} exists but holds no config.json, so it is not a whole {repo}: move it aside "
+                              "and stage again (nothing in it was touched)")
         from huggingface_hub import snapshot_download
         tmp = tempfile.mkdtemp(dir=parent, prefix=os.path.basename(dest.rstrip("/")) + ".", suffix=".tmp")
         try:
             try:
                 snapshot_download(repo, local_dir=tmp)
             except Exception as exc:  # noqa: BLE001
-                text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                raise Unstaged(3, f"{repo} could not be fetched from here: {type(exc).__name__}: {text}") from None
+                raise Unstaged(3, f"{repo} could not be fetched from here: {first_line(exc)}") from None
             shutil.rmtree(os.path.join(tmp, ".cache"), ignore_errors=True)    # huggingface_hub's own bookkeeping
             os.chmod(tmp, 0o755)
-            shutil.rmtree(dest, ignore_errors=True)                        # a partial copy from before
             os.rename(tmp, dest)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -59,15 +67,12 @@ def stage_model(repo: str, dest: str) -> str:
 def main() -> None:
     req = json.loads(sys.argv[1])
     failed = 0
-    for model in req.get("models", []):         # each said; the corpora are staged all the same
+    # the draft models, then an hf: model's tokenizer (where AIPerf looks for it offline): each said, and the
+    # corpora are staged all the same
+    for stage, args in [*((stage_model, (m["repo"], m["dest"])) for m in req.get("models", [])),
+                        *((hub_tokenizer, (repo,)) for repo in req.get("hub_tokenizers", []))]:
         try:
-            print("stage: " + stage_model(model["repo"], model["dest"]), flush=True)
-        except Unstaged as why:
-            print(f"stage: {why}", file=sys.stderr, flush=True)
-            failed = max(failed, why.code)
-    for repo in req.get("hub_tokenizers", []):   # an hf: model's tokenizer, where AIPerf looks for it offline
-        try:
-            print("stage: " + hub_tokenizer(repo), flush=True)
+            print("stage: " + stage(*args), flush=True)
         except Unstaged as why:
             print(f"stage: {why}", file=sys.stderr, flush=True)
             failed = max(failed, why.code)
@@ -86,9 +91,7 @@ def hub_tokenizer(repo: str) -> str:
     try:
         where = snapshot_download(repo, allow_patterns=TOKENIZER_FILES)
     except Exception as exc:  # noqa: BLE001
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise Unstaged(3, f"the tokenizer of {repo} could not be fetched from here: {type(exc).__name__}: "
-                          f"{text}") from None
+        raise Unstaged(3, f"the tokenizer of {repo} could not be fetched from here: {first_line(exc)}") from None
     return f"tokenizer {repo} (hf: model) in {where}"
 
 
@@ -111,9 +114,8 @@ def corpora(req: dict) -> None:
         try:
             ds = datasets.load_dataset(meta.hf_dataset_name, name=meta.hf_subset, split=meta.hf_split)
         except Exception as exc:  # noqa: BLE001
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            print(f"stage: {alias} ({meta.hf_dataset_name}) could not be fetched from here: {type(exc).__name__}: "
-                  f"{text}", file=sys.stderr, flush=True)
+            print(f"stage: {alias} ({meta.hf_dataset_name}) could not be fetched from here: {first_line(exc)}",
+                  file=sys.stderr, flush=True)
             sys.exit(3)
         print(f"stage: {alias} ({meta.hf_dataset_name}, split {meta.hf_split}): {len(ds)} rows in "
               f"{req['cache']}", flush=True)

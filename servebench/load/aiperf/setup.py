@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import PurePosixPath
 
+from servebench.cluster.request import model_argument
 from servebench.load.generator import LoadJob
 from servebench.tools import TOKENIZER_CACHE, in_folder
 
@@ -23,11 +24,10 @@ def tokenizer_id(job: LoadJob) -> str:
 
 def hub_repo(profile) -> str | None:
     """The Hub repo id of an ``hf:org/name`` model the cluster maps to no directory (the engine downloads it)."""
-    path = profile.recipe.model.path
-    if not path.startswith("hf:"):
+    if not profile.recipe.model.path.startswith("hf:"):
         return None
-    repo = path.removeprefix("hf:")
-    return None if repo in profile.cluster.runtime.model_paths else repo
+    model = model_argument(profile, False)[0]
+    return None if model.startswith("/") else model
 
 
 def tmpdir(job: LoadJob) -> str:
