@@ -84,18 +84,26 @@ def test_three_sessions_at_once_each_measure_their_own_server(pytester, slurm):
     assert stored == {run.name: 1 for run in run_dirs}
 
 
-READ_ONLY_AT_FINISH = '''
+READ_ONLY = {
+    # the disk turns read-only after the points are stored, before servebench writes its summary and manifest
+    "at the session's end": """
 import subprocess
 def pytest_sessionfinish(session):
-    # the disk turns read-only after the points are stored, before servebench writes its summary and manifest
     subprocess.run(["mount", "-o", "remount,ro", "MOUNT"], check=True)
-'''
+""",
+    # ... or as the case starts, before its point is written
+    "before the point": """
+import subprocess
+def pytest_runtest_setup(item):
+    subprocess.run(["mount", "-o", "remount,ro", "MOUNT"], check=True)
+"""}
 
 
-def test_a_disk_that_turns_read_only_is_one_line_and_keeps_what_was_written(pytester, catalog):
-    """The results folder's file system goes read-only (or full) before the session's summary and manifest: one
-    line names the file and the cause, no traceback hides the cases' outcome, the stored point is whole, and no
-    empty or torn summary.md is left."""
+@pytest.mark.parametrize("when", list(READ_ONLY))
+def test_a_disk_that_turns_read_only_is_one_line_and_keeps_what_was_written(pytester, catalog, when):
+    """The results folder's file system goes read-only (or full) before the session's summary and manifest, or
+    before a case writes its point: one line names the file and the cause (each case one line of its own, #35), no
+    traceback hides the cases' outcome, what was stored is whole, and no empty or torn summary.md is left."""
     if os.geteuid() != 0 or subprocess.run(["which", "mount"], capture_output=True).returncode:
         pytest.skip("needs root and mount(8) for a small file system of its own")
     from tests.conftest import by_id
@@ -105,7 +113,7 @@ def test_a_disk_that_turns_read_only_is_one_line_and_keeps_what_was_written(pyte
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(out)], check=True)
     try:
         (pytester.path / "conftest.py").write_text((pytester.path / "conftest.py").read_text() +
-                                                   READ_ONLY_AT_FINISH.replace("MOUNT", str(out)))
+                                                   READ_ONLY[when].replace("MOUNT", str(out)))
         prior = pytester.path / "prior" / "points"
         prior.mkdir(parents=True)
         r = json.loads((REPO / "tests/data/results-local/points/tiny-llama-cpu-vllm-c1.json").read_text())
@@ -115,13 +123,18 @@ def test_a_disk_that_turns_read_only_is_one_line_and_keeps_what_was_written(pyte
                                             "--reuse-results", str(prior.parent), "--results-dir", str(out),
                                             "-p", "no:cacheprovider")
         text = res.stdout.str() + res.stderr.str()
+        assert "Traceback" not in text and "INTERNALERROR" not in text and "def sb_" not in text, text
+        run = ResultsFolder.at(out)
+        assert not run.summary.exists() and not list(run.root.rglob(".*.tmp"))
+        if when == "before the point":
+            res.assert_outcomes(errors=1)
+            (line,) = [ln for ln in text.splitlines() if "tiny-llama-cpu-vllm-c1: results not written: " in ln]
+            assert "the file system is read-only" in line and "what was written before is kept" in line, text
+            return
         res.assert_outcomes(passed=1)
-        assert "Traceback" not in text and "INTERNALERROR" not in text, text
         lines = [ln for ln in text.splitlines() if ln.startswith("results not written: cannot write ")]
         assert len(lines) == 1 and "the file system is read-only" in lines[0], text
-        run = ResultsFolder.at(out)
         assert json.loads(run.point("tiny-llama-cpu-vllm-c1").read_text())["verdict"]["passed"]
-        assert not run.summary.exists() and not list(run.root.glob(".*.tmp"))
     finally:
         subprocess.run(["umount", "-l", str(out)], capture_output=True)
 

@@ -98,6 +98,31 @@ def test_a_history_damaged_under_its_header_is_one_line_everywhere_and_never_wri
     assert db.read_bytes() == bytes(raw)
 
 
+def test_an_empty_history_file_is_refused_by_every_command_never_filled(two_runs, tmp_path):
+    """#35: a 0-byte history was silently re-created by history add (sqlite takes an empty file as a new store)."""
+    db, old, new = two_runs
+    db.write_bytes(b"")
+    for argv in (["history", "list"], ["history", "noise"], ["history", "add", str(new)]):
+        res = run_cli(*argv, "--db", db)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, (argv, res.stderr)
+        assert res.stderr.startswith(f"servebench {argv[0]}") and f"{db}: an empty file, not a history" in res.stderr
+    assert db.read_bytes() == b""
+
+
+def test_a_point_whose_request_export_was_cut_short_is_refused_with_one_line(two_runs):
+    """#35: after a full disk cut AIPerf's export at 6 of 19 requests, `history add` stored the point with 5 request
+    rows, rc 0. Such a point is set aside, saying why, and nothing of it is written."""
+    db, old, new = two_runs
+    point = new / "points" / f"{CASE}.json"
+    data = json.loads(point.read_text())
+    data["requests"]["recorded"] = 6
+    point.write_text(json.dumps(data))
+    res = run_cli("history", "add", str(new), "--db", db)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert f"holds 6 of the {data['requests']['completed']:.0f} requests its summary counts" in res.stderr
+    assert not db.exists() or sqlite3.connect(db).execute("SELECT COUNT(*) FROM points").fetchone() == (0,)
+
+
 def test_compare_reports_each_metric_with_a_bootstrap_interval(two_runs):
     db, old, new = two_runs
     history.add(db, old)

@@ -6,10 +6,14 @@ Skipped with the reason until scripts/install-servers has made .venvs/serve and 
 import dataclasses
 import ipaddress
 import json
+import os
 import re
 import shutil
+import signal
 import socket
 import sys
+import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -389,3 +393,66 @@ def test_a_drifting_server_is_reported_not_steady_and_runs_to_its_cap(adaptive_c
     assert steady["stationary"] is False and steady["drift_per_min_rel"] < -0.2, json.dumps([steady, r["series"]["output_tps"]])
     (msg,) = [m for m in judge(parse(r), prof).failures if m.startswith("not steady")]
     assert "drifts" in msg and "per minute" in msg and "profile.gates.require_steady" in msg
+
+
+def descendants(name: str, where: str = "cmdline") -> list[int]:
+    """The processes under this one (the servers and load generator it started) whose command line (or ``comm``,
+    the title a process gave itself: vLLM's engine calls itself VLLM::EngineCore) holds ``name``."""
+    parent = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parent[int(stat.parent.name)] = int(fields[1])
+    def under(pid: int) -> bool:
+        while pid > 1:
+            pid = parent.get(pid, 0)
+            if pid == os.getpid():
+                return True
+        return False
+    found = []
+    for pid in parent:
+        try:
+            cmd = (Path("/proc") / str(pid) / where).read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if name in cmd and under(pid):
+            found.append(pid)
+    return found
+
+
+@pytest.mark.parametrize("what, said", [
+    ("EngineCore", "the server's token counters stood still for"),
+    ("aiperf", "the server had no request for")])
+def test_a_frozen_engine_or_load_generator_fails_its_point_saying_which(catalog, vllm_server, tmp_path, what, said):
+    """#35: SIGSTOP of vLLM's engine, or of AIPerf's processes, for 60 s passed c1. Here each is frozen for 8 s
+    from the first profiling tick, with profile.gates.max_stall_s at 4 s: the point fails on the stall alone."""
+    prof = profile(catalog, "vllm")
+    prof = dataclasses.replace(prof, spec=prof.spec.model_copy(update={
+        "gates": prof.spec.gates.model_copy(update={"max_stall_s": 4.0})}))
+    frozen: list[int] = []
+
+    def freeze():
+        frozen.extend(descendants(what) if what == "aiperf" else descendants("EngineCor", "comm"))
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(8)
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+
+    timer: list[threading.Thread] = []
+
+    def tick(status: str):
+        if not timer and " profiling " in f" {status.split(': ', 1)[1]}":
+            timer.append(threading.Thread(target=freeze, daemon=True))
+            timer[0].start()
+    try:
+        r = run_point(prof, 1, vllm_server, tmp_path, progress=tick, tick_s=1).result
+    finally:
+        for t in timer:
+            t.join(timeout=30)
+    assert frozen, f"no {what} process was found to freeze"
+    stall = next(c for c in judge(r, prof).checks if c.name == "stall")
+    assert not stall.ok and stall.message.startswith(said), (stall.message, r.series.model_dump())
+    assert "profile.gates.max_stall_s = 4.0 s" in stall.message

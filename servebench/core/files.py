@@ -12,16 +12,29 @@ from pathlib import Path
 from typing import Any
 
 
+FULL_OR_READ_ONLY = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                     errno.EROFS: "the file system is read-only"}
+
+
 class DiskError(OSError):
     """A file could not be written: the message names the file and the cause in one line, and what was there
     before is still there."""
 
     def __init__(self, path: Path, err: OSError):
         self.path = Path(path)
-        cause = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
-                 errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+        cause = {**FULL_OR_READ_ONLY, errno.EACCES: "permission denied",
                  errno.EPERM: "permission denied"}.get(err.errno, err.strerror or str(err))
         super().__init__(err.errno, f"cannot write {path}: {cause}")
+
+
+def disk_problem(err: BaseException) -> str | None:
+    """One line for a write the disk refused (full, over quota, read-only), wherever it was raised; None for any
+    other error."""
+    if isinstance(err, DiskError):
+        return err.strerror
+    if isinstance(err, OSError) and err.errno in FULL_OR_READ_ONLY:
+        return f"cannot write {err.filename}: {FULL_OR_READ_ONLY[err.errno]}"
+    return None
 
 
 def write_atomic(path: Path | str, text: str) -> Path:

@@ -74,6 +74,10 @@ def connect(db: Path | str, create: bool = True) -> sqlite3.Connection:
     db = Path(db)
     if db.exists() and db.is_dir():
         raise ValueError(f"{db}: a folder, not a history file")
+    if db.is_file() and db.stat().st_size == 0:         # sqlite would take it as a new store and fill it silently
+        raise ValueError(f"{db}: an empty file, not a history (one servebench made is never empty: a copy or a disk "
+                         "that failed?); nothing was read or written: restore it from a copy, or remove it (a "
+                         "session then starts a new history)")
     if not create and not db.is_file():
         raise ValueError(f"{db}: no results history there (a benchmark session writes <results>/history.sqlite; "
                          "`servebench history add RESULTS` makes one)")
@@ -159,7 +163,11 @@ def add(db: Path | str, results_dir: Path | str, commit: str | None = None) -> A
     for r in [r for r in points if r.run.interrupted]:      # kept in the results folder, never compared
         skipped[f"{r.identity.case_id}.json"] = f"interrupted ({r.run.stopped_by}): not a measurement; kept in " \
                                                  "the results folder only"
-    points = [r for r in points if not r.run.interrupted]
+    for r in [r for r in points if r.requests.cut_short]:
+        skipped[f"{r.identity.case_id}.json"] = (
+            f"its per-request export holds {r.requests.recorded} of the {r.requests.completed:.0f} requests its "
+            "summary counts (cut short: a full disk?): not a measurement; kept in the results folder only")
+    points = [r for r in points if not r.run.interrupted and not r.requests.cut_short]
     if not points:
         raise ValueError(f"{results_dir}: no valid result in points/; nothing added" +
                          (f" ({len(skipped)} set aside: {'; '.join(f'{k}: {v}' for k, v in sorted(skipped.items()))})"

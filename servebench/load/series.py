@@ -122,3 +122,62 @@ def record_series(requests: list[Request], t0: float, slice_s: float, slices: in
     ttft = [[r.ttft_ms for r in d if r.ttft_ms is not None] for d in done]
     return {"completed": [len(d) for d in done],
             "ttft_p50_ms": [statistics.median(x) if x else None for x in ttft]}
+
+
+def client_open(requests: list[Request], t0: float, ends: list[float]) -> list[int | None]:
+    """Per slice (``ends``: each slice's end, seconds since the generator started at wall clock ``t0``; the first
+    begins at 0, where the sampler took its first scrape): how many
+    of the generator's requests were open for the whole slice, by its own records (sent before the slice began,
+    answered after it ended, or never). None outside the measured window (before the first request was sent,
+    after the last was answered): the generator's start-up and wind-down are no stall."""
+    spans = [(r.start_s - t0, (r.end_s - t0) if r.end_s is not None else float("inf"))
+             for r in requests if r.start_s is not None]
+    if not spans:
+        return [None] * len(ends)
+    first, last = min(s for s, _ in spans), max(e for _, e in spans)
+    out: list[int | None] = []
+    for i, end in enumerate(ends):
+        start = ends[i - 1] if i else 0.0
+        out.append(sum(1 for s, e in spans if s <= start and e >= end) if start >= first and end <= last else None)
+    return out
+
+
+@dataclass(frozen=True)
+class Stall:
+    """The longest stretch of consecutive slices of one kind in which the engines' token counters did not move:
+    ``server`` (it had requests running or waiting: a stopped or hung engine) or ``load`` (it had none, inside the
+    measured window: the generator sent nothing, or held a request the server was no longer running)."""
+
+    kind: str
+    from_s: float
+    to_s: float
+    in_flight: float          # the server's running + waiting (server), or the client's open requests (load)
+
+    @property
+    def seconds(self) -> float:
+        return self.to_s - self.from_s
+
+
+def stalls(t: list[float], output_tps: list[float], prompt_tps: list[float], running: list[float],
+           waiting: list[float], open_: list[int | None]) -> list[Stall]:
+    """The longest stall of each kind (servebench.results.verdict fails a point whose stall outlasts
+    profile.gates.max_stall_s). A slice without progress is one whose output and prompt token rates are both 0;
+    with requests at the server it is the server's stall, with none (inside the window, ``open_`` not None) the
+    load's. Think time between turns is a ``load`` stretch too: a trace whose sessions all think longer than the
+    bound at once needs a larger bound."""
+    longest: dict[str, Stall] = {}
+    run: Stall | None = None
+    for i, end in enumerate(t):
+        start = t[i - 1] if i else 0.0
+        still = output_tps[i] <= 0 and prompt_tps[i] <= 0
+        busy = running[i] + waiting[i]
+        kind = None if not still else "server" if busy > 0 else "load" if open_[i] is not None else None
+        if kind is None:
+            run = None
+            continue
+        here = busy if kind == "server" else open_[i]
+        run = (Stall(kind, run.from_s, end, max(run.in_flight, here)) if run is not None and run.kind == kind
+               and run.to_s == start else Stall(kind, start, end, here))
+        if run.seconds > longest.get(kind, Stall(kind, 0, 0, 0)).seconds:
+            longest[kind] = run
+    return sorted(longest.values(), key=lambda s: -s.seconds)

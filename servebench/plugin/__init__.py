@@ -24,7 +24,7 @@ import pytest
 from servebench.catalog.clusters import load_clusters
 from servebench.cluster import Allocation, release_all
 from servebench.core.errors import ConfigError, Problem
-from servebench.core.files import DiskError, copy_atomic
+from servebench.core.files import DiskError, copy_atomic, disk_problem
 from servebench.core.results_folder import CaseFolder
 from servebench.plugin import hookspecs
 from servebench.plugin.session import ALLOCATION, NAME, ServebenchSession, of
@@ -131,6 +131,9 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     case = callspec.params.get("sb_point") if callspec is not None else None
     if case is not None:
         report.user_properties.append(("servebench_case", case))
+    disk = disk_problem(call.excinfo.value) if case is not None and call.excinfo is not None else None
+    if disk is not None:     # a full or read-only results disk: one line per case, naming the file, no traceback
+        report.longrepr = f"{case}: results not written: {disk}; what was written before is kept"
     alloc = getattr(item, "funcargs", {}).get("sb_allocation") or item.stash.get(ALLOCATION, None)
     if report.failed and isinstance(alloc, Allocation):
         shown = str(report.longrepr or "")

@@ -14,7 +14,7 @@ import numpy as np
 
 from servebench.load.measure import Measurement
 from servebench.load.records import busy_fraction
-from servebench.load.series import counter_series, record_series, token_rates
+from servebench.load.series import client_open, counter_series, record_series, token_rates
 from servebench.load.steady import analyse, needed, quantile_upper
 from servebench.results.model import SCHEMA_VERSION, PointResult
 from servebench.server.counters import Snapshot
@@ -173,8 +173,10 @@ def series_block(m: Measurement) -> dict | None:
     if not counters["t"]:
         return None
     slice_s = counters["t"][-1] / len(counters["t"])
-    done = record_series(list(m.records.requests), m.run_started or 0.0, slice_s, len(counters["t"]))
-    return {"slice_s": round(slice_s, 3), **counters, **done}
+    t0, requests = m.run_started or 0.0, list(m.records.requests)
+    done = record_series(requests, t0, slice_s, len(counters["t"]))
+    return {"slice_s": round(slice_s, 3), **counters, **done,
+            "client_open": client_open(requests, t0, counters["t"])}
 
 
 def evidence_block(profiled: list) -> dict:

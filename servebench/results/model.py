@@ -101,6 +101,11 @@ class Requests(_Part):
     recorded: int | None = Field(None, description="the profiled requests in the generator's per-request export: "
                                  "fewer than completed is an export cut short (a full disk), not a measurement")
 
+    @property
+    def cut_short(self) -> bool:
+        """The generator's per-request export holds fewer requests than its summary counts (a disk that filled)."""
+        return self.recorded is not None and bool(self.completed) and self.recorded < self.completed
+
 
 class Throughput(_Part):
     duration_s: float | None

@@ -123,6 +123,9 @@ class Series(_Part):
     cpu_tier_share: list[float | None]
     completed: list[int] = Field(description="the generator's requests completed in the slice")
     ttft_p50_ms: list[float | None]
+    client_open: list[int | None] = Field(default_factory=list, description=(
+        "the generator's requests open for the whole slice, by its own records; null outside the measured window "
+        "(before its first request, after its last answer)"))
 
 
 class Quantile(_Part):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from servebench.core.format import interval, number
+from servebench.load.series import stalls
 from servebench.recipe.profile import Profile
 from servebench.results.model import Check, PointResult, Verdict
 
@@ -43,7 +44,7 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                          f"{_count(req.successful)} successful requests of {_count(req.completed)} completed", why))
 
     checks.append(own_server(result, g.token_ratio_tolerance))
-    if req.recorded is not None and req.completed and req.recorded < req.completed:
+    if req.cut_short:
         checks.append(Check(name="records", ok=False, message=(
             f"{run.generator}'s per-request export holds {_count(req.recorded)} of the {_count(req.completed)} "
             f"requests its summary counts (cut short: a full or failing disk?): the requests' latencies and the "
@@ -51,6 +52,7 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
     ended = generator_ended(result)
     if ended is not None:
         checks.append(ended)
+    checks.append(stall_check(result, g.max_stall_s))
 
     rate = req.error_rate
     causes = ", ".join(f"{k} {v}" for k, v in req.errors_by_cause.items()) or "none classified"
@@ -111,6 +113,31 @@ def generator_ended(result: PointResult) -> Check | None:
     return Check(name="generator", ok=False, message=(
         f"{run.generator} {how} during the point: what it wrote is not a measurement of the window (its log: "
         f"{run.artifact_dir}/logs)"))
+
+
+def stall_check(result: PointResult, bound: float) -> Check:
+    """Nothing stood still inside the measured window for longer than ``bound`` (profile.gates.max_stall_s): a
+    stopped or hung engine holds its requests while its token counters stop (the frozen request counted as no
+    error and the point passed, #35); a stopped load generator leaves the server idle, and what it then records is
+    its own delay (a 20 s window measured as 73 s)."""
+    s, gen, limit = result.series, result.run.generator, f"profile.gates.max_stall_s = {number(bound, 's')} s"
+    if s is None:
+        return Check(name="stall", ok=True, message="not checked: no counter series of the point")
+    found = [st for st in stalls(s.t, s.output_tps, s.prompt_tps, s.running, s.waiting,
+                                 s.client_open or [None] * len(s.t)) if st.seconds > bound]
+    if not found:
+        return Check(name="stall", ok=True, message=f"no stall over {number(bound, 's')} s: the server's token "
+                     "counters moved in every stretch of that length inside the measured window")
+    st = found[0]
+    when = f"{number(st.seconds, 's')} s (from {number(st.from_s, 's')} s to {number(st.to_s, 's')} s of the run)"
+    what = (f"the server's token counters stood still for {when} with {_count(st.in_flight)} requests running or "
+            "waiting: a stopped or hung engine" if st.kind == "server" else
+            f"the server had no request for {when}" + (
+                f" while {gen} held {_count(st.in_flight)} open: the load generator stalled"
+                if st.in_flight else f": {gen} sent nothing (a stalled load generator, or think time longer than "
+                "the bound)"))
+    return Check(name="stall", ok=False, message=f"{what}; the point's numbers include that time, so they are not a "
+                 f"measurement of the server ({limit})")
 
 
 def own_server(result: PointResult, tolerance: float) -> Check:

@@ -71,6 +71,9 @@ class Gates(_Strict):
     token_ratio_tolerance: float = Field(
         0.1, gt=0, lt=1, description="the client's output tokens over the server's counters during the point must be "
         "1 within this (else the point measured another server, or shared its server with another client)")
+    max_stall_s: float = Field(30.0, gt=0, le=86_400, description="fail a point in which the engines' token "
+                               "counters stood still this long inside the measured window (a stopped engine or load "
+                               "generator); longer than the trace's longest think time and slowest prefill")
     baseline_tolerance: float = Field(
         0.45, ge=0, lt=1, description="with --baseline: allowed drop of output tok/s per GPU (README: run-to-run noise)")
 
