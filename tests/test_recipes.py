@@ -5,6 +5,7 @@ import json
 import pytest
 
 from servebench.catalog.loader import Catalog
+from tests.conftest import REPO, by_id
 
 SEED = {
     # name: (concurrency, tp, dp, ep, max-num-seqs, gpu-memory-utilization, load-format)
@@ -90,6 +91,19 @@ def test_recipe_fingerprint_ignores_spelled_out_defaults(recipes):
     changed = {p.id: p.fingerprint for p in Catalog.load(recipes).profiles}
     assert changed["kimi-k3-gb200-tep"] != before["kimi-k3-gb200-tep"]
     assert changed["kimi-k3-gb200-dep"] == before["kimi-k3-gb200-dep"]
+
+
+def test_shipped_fingerprints_stay_as_recorded_and_slo_tiers_leave_them(recipes):
+    """A result is reused, compared and pooled with others by its recipe fingerprint; a key servebench adds later
+    (a gate, a load option) must leave every existing fingerprint as it was at its default (profile.LATER_KEYS), and
+    the service-level tiers judge the requests without changing them. tests/data/fingerprints.json holds the
+    shipped profiles' fingerprints: a change that alters one on purpose updates it and says so."""
+    from tests.conftest import edit
+    recorded = json.loads((REPO / "tests/data/fingerprints.json").read_text())
+    assert {p.id: p.fingerprint for p in Catalog.load(recipes).profiles} == recorded
+    edit(recipes / "kimi-k3/gb200/tep.yaml", "  name: tep\n",
+         "  name: tep\n  slo:\n    strict: {ttft_ms: 500, tpot_ms: 20, attainment: 0.99}\n")
+    assert by_id(Catalog.load(recipes), "kimi-k3-gb200-tep").fingerprint == recorded["kimi-k3-gb200-tep"]
 
 
 def test_base_is_a_plain_srt_slurm_recipe(repo):

@@ -1,4 +1,5 @@
-"""Quantiles of the distributions servebench's intervals use, with scipy's special functions.
+"""The statistics servebench's intervals use: quantiles (with scipy's special functions), a sequence's lag-1
+autocorrelation and the effective sample size it implies, and the Wilson interval of a share.
 
 ``scipy.stats.t.ppf`` goes through the generic distribution machinery (argument checks, broadcasting): 5-15 ms a
 call here, and ``servebench compare`` asks for one per metric and case. The quantile itself is
@@ -6,6 +7,7 @@ call here, and ``servebench compare`` asks for one per metric and case. The quan
 (Cephes' ``stdtri``), so the values are the same; its import does not load scipy.stats either.
 """
 
+import math
 from functools import lru_cache
 
 
@@ -14,3 +16,37 @@ def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t distribution with ``df`` degrees of freedom (``scipy.stats.t.ppf(p, df)``)."""
     from scipy.special import stdtrit      # here, not at import: every pytest start loads servebench
     return float(stdtrit(df, p))
+
+
+def lag1(values) -> float | None:
+    """The lag-1 autocorrelation of a sequence (None: fewer than 3 values, or all equal)."""
+    import numpy as np
+    z = np.asarray(values, dtype=float)
+    if len(z) < 3 or z.std() == 0:
+        return None
+    return float(np.corrcoef(z[:-1], z[1:])[0, 1])
+
+
+def effective_size(n: int, rho: float | None) -> float:
+    """How many independent observations ``n`` positively correlated ones are worth, for the variance of their
+    mean, when the correlation decays as an AR(1) process with lag-1 autocorrelation ``rho``:
+    n (1 - rho) / (1 + rho) (the variance inflation factor of an AR(1) mean; Bayley & Hammersley 1946; Wilks,
+    *Statistical Methods in the Atmospheric Sciences*, 3rd ed., eq. 5.12). A negative or unknown ``rho`` leaves n:
+    no credit is taken for anti-correlation."""
+    if rho is None or rho <= 0:
+        return float(n)
+    rho = min(rho, 0.99)
+    return n * (1 - rho) / (1 + rho)
+
+
+def wilson(share: float, n: float, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion ``share`` observed over ``n`` trials (``z``: the normal
+    quantile, 1.96 for 95%): E. B. Wilson, "Probable inference, the law of succession, and statistical inference",
+    JASA 22 (1927). Unlike the normal (Wald) interval it stays inside [0, 1] and keeps its coverage at shares near
+    0 or 1, where an SLO's attainment lives. ``n`` may be an effective (non-integer) size."""
+    if n <= 0:
+        return 0.0, 1.0
+    z2 = z * z
+    centre = (share + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(share * (1 - share) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from servebench.core.stats import t_quantile
+from servebench.core.stats import lag1, t_quantile
 
 BATCH = 5                  # MSER-5: batch means of 5 slices
 ALPHA = 0.05
@@ -104,18 +104,12 @@ def hw_test(z: np.ndarray) -> tuple[float, float] | None:
     return w, 1.0 - cvm_cdf(w)
 
 
-def _lag1(z: np.ndarray) -> float | None:
-    if len(z) < 3 or z.std() == 0:
-        return None
-    return float(np.corrcoef(z[:-1], z[1:])[0, 1])
-
-
 def batch_size(x: np.ndarray, start: int = BATCH, max_lag1: float = 0.2) -> int:
     """Slices per batch: doubled from ``start`` while the batch means' lag-1 autocorrelation exceeds ``max_lag1`` and
     at least 2 x MIN_BATCHES batches would remain."""
     b = start
     while len(x) // (2 * b) >= 2 * MIN_BATCHES:
-        lag = _lag1(batch_means(x, b))
+        lag = lag1(batch_means(x, b))
         if lag is None or lag <= max_lag1:
             break
         b *= 2
@@ -138,16 +132,16 @@ def analyse(series: list[float] | np.ndarray, slice_s: float, alpha: float = ALP
     rest = batch_means(x[d:], b)
     k = len(rest)
     mean = float(rest.mean()) if k else None
-    half = rel = drift = lag1 = None
+    half = rel = drift = rho = None
     if k >= 2 and mean:
         half = t_quantile(0.975, k - 1) * float(rest.std(ddof=1)) / math.sqrt(k)
         rel = half / abs(mean)
         minutes = np.arange(k) * b * slice_s / 60
         drift = float(np.polyfit(minutes, rest, 1)[0] / mean) if k >= 3 else None
-        lag1 = _lag1(rest)
+        rho = lag1(rest)
     test = hw_test(rest)
     return Steady(slice_s, b, k, d * slice_s, mean, rel, test[0] if test else None,
-                  test[1] if test else None, (test[1] >= alpha) if test else None, drift, lag1)
+                  test[1] if test else None, (test[1] >= alpha) if test else None, drift, rho)
 
 
 def needed(p: float, confidence: float) -> int:

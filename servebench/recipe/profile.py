@@ -26,7 +26,8 @@ LATER_KEYS = {("profile", "load", "generator"): "aiperf", ("profile", "load", "o
               ("profile", "load", "dataset_timeout_s"): None,
               ("cluster", "backend_options"): {}, ("cluster", "runtime", "model_load_gib_per_s"): None,
               ("cluster", "runtime", "startup_s"): 600, ("cluster", "runtime", "container_mounts"): {},
-              ("cluster", "slurm", "node_local"): {}, ("profile", "gates", "require_steady"): False}
+              ("cluster", "slurm", "node_local"): {}, ("profile", "gates", "require_steady"): False,
+              ("profile", "gates", "max_stall_s"): 30.0, ("profile", "gates", "slo"): None}
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,12 @@ class Profile:
     @property
     def fingerprint(self) -> str:
         """sha256 over everything that defines the deployment and the load, except the concurrency, where the
-        client's own files come from (runtime.client: its interpreter, install and cache, not what it sends) and the
-        run-length rule (load.stop: the result says which ran).
+        client's own files come from (runtime.client: its interpreter, install and cache, not what it sends), the
+        run-length rule (load.stop: the result says which ran) and the service-level tiers (profile.slo: how the
+        requests are judged, not what they are).
         Computed on the parsed models, so spelling out a default does not change it."""
         prof = self.spec.model_dump(mode="json", by_alias=True, exclude={"concurrency", "description", "waive",
-                                                                                    "allocations"})
+                                                                        "allocations", "slo"})
         cluster = self.cluster.model_dump(mode="json")
         cluster["runtime"].pop("client", None)
         prof.get("load", {}).pop("stop", None)        # how long a point runs, not what it measures (result.run.mode)

@@ -18,6 +18,7 @@ from servebench.core.files import write_atomic
 from servebench.core.format import number
 from servebench.core.results_folder import ReportFolder, ResultsFolder
 from servebench.report import gpuhours, offload, plots
+from servebench.report.slo import section as slo_section
 from servebench.results import metrics as registry
 from servebench.results.files import load_points
 from servebench.results.model import PointResult
@@ -79,6 +80,9 @@ def markdown(rep: Report, plot_files: list[Path], ab_sections: list[str], held: 
         lines += ["", "Plots: " + ", ".join(f"`{p.name}`" for p in plot_files)]
     lines += [""] + (ab_sections or ["No offload A/B: no offload arm with a base arm that differs from it in the "
                                      "offload alone (same model, cluster, layout, frontend, versions, load).\n"])
+    tiers = slo_section(rep.points)
+    if tiers:
+        lines += ["", tiers]
     lines += ["", held or "## GPU-hours held\n\nNo manifest.json in this results folder: nothing says what was held.\n"]
     if rep.rejected:
         lines += ["", "Rejected result files:"] + [f"- `{k}`: {v}" for k, v in sorted(rep.rejected.items())]

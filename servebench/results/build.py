@@ -16,6 +16,7 @@ from servebench.load.measure import Measurement
 from servebench.load.records import busy_fraction
 from servebench.load.series import client_open, counter_series, record_series, token_rates
 from servebench.load.steady import analyse, needed, quantile_upper
+from servebench.results import slo
 from servebench.results.model import SCHEMA_VERSION, PointResult
 from servebench.server.counters import Snapshot
 
@@ -126,6 +127,7 @@ def build(m: Measurement) -> PointResult:
         "steady": steady_block(m, gpus),
         "series": series_block(m),
         "evidence": evidence_block(profiled),
+        "slo": slo.tiers(p.spec.slo, p.spec.gates.slo, profiled, rec.stat("duration_s"), gpus),
         "machine": {"nodes": m.machine, "extra": m.machine_extra} if m.machine else None,
         "telemetry": m.telemetry,
     })

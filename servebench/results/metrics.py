@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator, Literal
 from servebench.core.format import UNITS
 from servebench.load.records import Request
 from servebench.results.model import PointResult
+from servebench.results.slo import headline
 
 Place = Literal["summary", "terminal", "report"]
 
@@ -63,6 +64,14 @@ class Metric:
 
 def _server(fn: Callable[[Any], Any]) -> Callable[[PointResult], Any]:
     return lambda r: fn(r.server) if r.server is not None else None
+
+
+def _tier(fn: Callable[[Any], Any]) -> Callable[[PointResult], Any]:
+    """A value of the point's headline SLO tier (the gated one, else the first; servebench.results.slo)."""
+    def get(r: PointResult) -> Any:
+        t = headline(r.slo)
+        return fn(t) if t is not None else None
+    return get
 
 
 def _per_user(q: Request) -> float | None:
@@ -132,6 +141,12 @@ for _m in (
     Metric("prompt_tokens_from_cpu_tier", "prompt tokens from the CPU tier", "count",
            _server(lambda s: s.prompt_tokens_external), None, frozenset({"summary"})),
     Metric("output_token_ratio", "generator / server output tokens", "ratio", lambda r: r.output_token_ratio),
+    Metric("slo_attainment", "SLO attainment", "share", _tier(lambda t: t.attainment), "higher",
+           frozenset({"summary", "report"})),
+    Metric("slo_attainment_low", "SLO attainment, 95% low", "share", _tier(lambda t: t.low), "higher"),
+    Metric("goodput_rps", "goodput req/s", "rate", _tier(lambda t: t.goodput_rps), "higher"),
+    Metric("good_output_tps_per_gpu", "good output tok/s per GPU", "tok/s", _tier(lambda t: t.good_output_tps_per_gpu),
+           "higher", frozenset({"summary", "report"})),
 ):
     register(_m)
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PositiveInt, ValidationError
 
-from servebench.results.parts import Evidence, Machine, Series, SteadyInfo, Telemetry, _Part
+from servebench.results.parts import Evidence, Machine, Series, SloTierResult, SteadyInfo, Telemetry, _Part
 
 SCHEMA_VERSION = 4
 SCHEMA_ID = "https://servebench.dev/schemas/result.schema.json"
@@ -210,6 +210,8 @@ class PointResult(_Part):
     steady: SteadyInfo | None = Field(None, description="warm-up, stationarity and precision of the throughput")
     series: Series | None = Field(None, description="the point over time")
     evidence: Evidence | None = Field(None, description="p99s with their early-stopping upper bounds")
+    slo: list[SloTierResult] = Field(default_factory=list, description="each service-level tier of the profile "
+                                     "(profile.slo): attainment with its interval, goodput")
     machine: Machine | None = Field(None, description="on what it ran: each host's record")
     telemetry: Telemetry | None = Field(None, description="GPU clocks, power, temperature, utilisation sampled "
                                         "during the run")

@@ -5,7 +5,7 @@ evidence of its percentiles. :class:`servebench.results.model.PointResult` is th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -145,3 +145,25 @@ class Evidence(_Part):
     itl_p99_ms: Quantile
 
 
+
+
+class SloTierResult(_Part):
+    """One service-level tier at this point (servebench.results.slo): how many requests met every limit, the share
+    with its interval, and the goodput."""
+
+    tier: str
+    gated: bool = Field(description="profile.gates.slo names this tier: the point passes only if it is met")
+    limits: dict[str, float] = Field(description="ttft_ms, tpot_ms, e2e_ms: each request's value must be at most this")
+    target: float = Field(description="the share of requests that must be good")
+    requests: int = Field(description="the profiled requests, failed and unfinished ones included (not good)")
+    good: int
+    attainment: float | None = Field(description="good / requests")
+    low: float | None = Field(description="95% Wilson interval of the attainment, on the effective size")
+    high: float | None
+    effective_n: float | None = Field(description="requests / the AR(1) variance inflation of their good/not-good "
+                                      "sequence in the order they were sent")
+    lag1: float | None = Field(description="lag-1 autocorrelation of that sequence")
+    verdict: Literal["met", "missed", "unresolved"] | None = Field(
+        description="met: the interval wholly at or above the target; missed: wholly below; unresolved: across it")
+    goodput_rps: float | None = Field(description="good requests per second of the measured window")
+    good_output_tps_per_gpu: float | None = Field(description="output tokens of good requests per second per GPU")

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 
 from servebench.core.format import interval, number
 from servebench.load.series import stalls
+from servebench.results.slo import describe
 from servebench.recipe.profile import Profile
 from servebench.results.model import Check, PointResult, Verdict
 
@@ -75,6 +76,9 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                              f"output throughput {_tps(got)} tok/s per GPU (over {thr.gpus} GPUs) is below "
                              f"the floor {_tps(floor)} (profile.gates.min_output_tps_per_gpu[{target}])"))
 
+    if g.slo is not None:
+        checks.append(slo_check(result, g.slo))
+
     base = (baseline or {}).get("points", {}).get(case)
     if base is not None:
         tol = g.baseline_tolerance
@@ -113,6 +117,25 @@ def generator_ended(result: PointResult) -> Check | None:
     return Check(name="generator", ok=False, message=(
         f"{run.generator} {how} during the point: what it wrote is not a measurement of the window (its log: "
         f"{run.artifact_dir}/logs)"))
+
+
+def slo_check(result: PointResult, tier: str) -> Check:
+    """profile.gates.slo: the tier's attainment shown at or above its target with 95% confidence (the interval's
+    lower bound); shown below it (the upper bound) fails; an interval across the target is unresolved and fails
+    too, saying so: a pass means the evidence says met."""
+    t = next((x for x in result.slo if x.tier == tier), None)
+    if t is None or t.verdict is None:
+        why = "no profiled request" if t is not None else "the result holds no such tier (made before it was defined)"
+        return Check(name="slo", ok=False, message=f"SLO tier {tier} not judged: {why} (profile.gates.slo)")
+    said = describe(t)
+    if t.verdict == "met":
+        return Check(name="slo", ok=True, message=f"SLO met: {said}")
+    if t.verdict == "missed":
+        return Check(name="slo", ok=False, message=f"SLO missed: {said}: even its upper bound is below the target "
+                     "(profile.gates.slo)")
+    return Check(name="slo", ok=False, message=f"SLO unresolved: {said}: the interval spans the target, so this "
+                 "run cannot say whether the tier is met (a longer profile.load.duration_s narrows it; "
+                 "profile.gates.slo)")
 
 
 def stall_check(result: PointResult, bound: float) -> Check:

@@ -74,12 +74,38 @@ class Gates(_Strict):
     max_stall_s: float = Field(30.0, gt=0, le=86_400, description="fail a point in which the engines' token "
                                "counters stood still this long inside the measured window (a stopped engine or load "
                                "generator); longer than the trace's longest think time and slowest prefill")
+    slo: str | None = Field(None, description="a tier of profile.slo each point must meet: its attainment's 95% "
+                            "interval wholly at or above the tier's target (wholly below fails; across it: "
+                            "unresolved, which fails too)")
     baseline_tolerance: float = Field(
         0.45, ge=0, lt=1, description="with --baseline: allowed drop of output tok/s per GPU (README: run-to-run noise)")
 
     @property
     def live(self) -> float:
         return self.error_rate if self.live_error_rate is None else self.live_error_rate
+
+
+class SloTier(_Strict):
+    """One service-level tier: per-request limits and the share of requests that must meet all of them
+    (DistServe's goodput: a request is good when every limit holds; one that failed or never finished is not)."""
+
+    ttft_ms: float | None = Field(None, gt=0, le=3_600_000, description="time to first token at most this")
+    tpot_ms: float | None = Field(None, gt=0, le=3_600_000, description="time per output token after the first at "
+                                  "most this: the request's mean inter-token latency, (E2E - TTFT) / (tokens - 1)")
+    e2e_ms: float | None = Field(None, gt=0, le=86_400_000, description="end-to-end latency at most this")
+    attainment: float = Field(0.95, gt=0, lt=1, description="the share of requests that must be good (below 1: no "
+                              "finite run shows a share of 1 with confidence)")
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> "SloTier":
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
+            raise ValueError("a tier needs at least one limit: ttft_ms, tpot_ms or e2e_ms")
+        return self
+
+    @property
+    def limits(self) -> dict[str, float]:
+        return {k: v for k, v in (("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms), ("e2e_ms", self.e2e_ms))
+                if v is not None}
 
 
 class TraceShape(_Strict):
@@ -173,6 +199,9 @@ class ProfileSection(_Strict):
     layout: Layout
     labels: Labels = Labels()
     gates: Gates = Gates()
+    slo: dict[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]*$")], SloTier] = Field(
+        default_factory=dict, description="named service-level tiers (e.g. interactive, batch): every point reports "
+        "each one's attainment and goodput; gates.slo makes one a gate")
     load: LoadSection = LoadSection()
     stop_grace_s: StrictInt = Field(60, ge=0, le=3600, description="at release, how long a process may take to "
                                     "stop after TERM before KILL (engines deregister before etcd goes)")
@@ -184,3 +213,11 @@ class ProfileSection(_Strict):
     waive: dict[WAIVABLE, Annotated[OneLine, StringConstraints(min_length=10)]] = Field(
         default_factory=dict, description="advisory rules this profile breaks on purpose, each with the reason "
         "(e.g. a deliberately slowed run); every run lists them")
+
+    @model_validator(mode="after")
+    def _gated_tier(self) -> "ProfileSection":
+        if self.gates.slo is not None and self.gates.slo not in self.slo:
+            known = ", ".join(self.slo) or "none: add profile.slo.<tier>"
+            raise ValueError(f"gates.slo names the tier {self.gates.slo!r}, which profile.slo does not define "
+                             f"(defined: {known})")
+        return self

@@ -1,0 +1,30 @@
+"""report.md's service-level section: every tier of every point (servebench.results.slo), with its interval and
+verdict, and the goodput."""
+
+from __future__ import annotations
+
+from servebench.core.format import interval, number
+from servebench.results.model import PointResult
+from servebench.results.slo import limits_text
+
+
+def section(points: list[PointResult]) -> str:
+    rows = [(r, t) for r in sorted(points, key=lambda r: (r.identity.profile, r.identity.concurrency)) for t in r.slo]
+    if not rows:
+        return ""
+    lines = ["## Service-level tiers", "",
+             "A request is good when every limit holds (a failed or unfinished one is not); the interval is "
+             "Wilson's 95% on the effective number of requests (consecutive requests are correlated: AR(1) "
+             "correction by their lag-1 autocorrelation). `gates.slo` fails a point whose tier is missed or "
+             "unresolved.", "",
+             "| case | tier | limits | target | good / requests | attainment [95%] | effective n | verdict | "
+             "goodput req/s | good output tok/s per GPU |",
+             "|---|---|---|---:|---:|---|---:|---|---:|---:|"]
+    for r, t in rows:
+        span = interval(t.low, t.high, "share")
+        lines.append(f"| {r.identity.case_id} | {t.tier}{' (gate)' if t.gated else ''} | {limits_text(t.limits)} | "
+                     f"{number(t.target, 'share')} | {t.good:,} / {t.requests:,} | "
+                     f"{number(t.attainment, 'share')} {span} | {number(t.effective_n, 'count')} | "
+                     f"{t.verdict or 'n/a'} | {number(t.goodput_rps, 'rate')} | "
+                     f"{number(t.good_output_tps_per_gpu, 'tok/s')} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,88 @@
+"""Service-level tiers at one point: which requests were good, the attainment with its interval, goodput.
+
+A request is good when every limit of the tier holds (DistServe's definition of goodput, Zhong et al., OSDI 2024):
+its TTFT, its time per output token after the first (TPOT: (E2E - TTFT) / (output tokens - 1), the request's mean
+inter-token latency; a one-token answer has none to miss) and its end-to-end latency each at most the tier's limit.
+A request that failed or never finished is not good.
+
+The attainment's 95% interval is Wilson's (servebench.core.stats.wilson) on an effective sample size: consecutive
+requests of a replay share the server's state (a queue that builds, a batch that slows every member), so their
+good/not-good outcomes are positively correlated and n of them carry less information than n independent ones. The
+sequence, in the order the requests were sent, is treated as AR(1): n_eff = n (1 - r1) / (1 + r1) with r1 its lag-1
+autocorrelation (servebench.core.stats.effective_size). With r1 <= 0 no correction is made.
+"""
+
+from __future__ import annotations
+
+from servebench.core.format import number
+from servebench.core.stats import effective_size, lag1, wilson
+from servebench.load.records import Request
+from servebench.recipe.schema.sweep import SloTier
+from servebench.results.parts import SloTierResult
+
+NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E"}
+
+
+def tpot_ms(q: Request) -> float | None:
+    """The request's time per output token after the first (None: fewer than two tokens, or no timing)."""
+    if q.latency_ms is None or q.ttft_ms is None or (q.output_tokens or 0) < 2:
+        return None
+    return (q.latency_ms - q.ttft_ms) / (q.output_tokens - 1)
+
+
+def good(q: Request, tier: SloTier) -> bool:
+    if not q.ok or q.latency_ms is None:
+        return False
+    values = {"ttft_ms": q.ttft_ms, "tpot_ms": tpot_ms(q), "e2e_ms": q.latency_ms}
+    for name, limit in tier.limits.items():
+        value = values[name]
+        if value is None and not (name == "tpot_ms" and (q.output_tokens or 0) < 2):
+            return False
+        if value is not None and value > limit:
+            return False
+    return True
+
+
+def tier_result(name: str, tier: SloTier, requests: list[Request], window_s: float | None, gpus: int,
+                gated: bool = False) -> dict:
+    """The tier at one point, from its profiled requests (in any order; judged in the order they were sent)."""
+    sent = sorted(requests, key=lambda q: (q.start_s is None, q.start_s or 0.0))
+    flags = [good(q, tier) for q in sent]
+    n, k = len(flags), sum(flags)
+    share = k / n if n else None
+    rho = lag1(flags)
+    n_eff = effective_size(n, rho) if n else None
+    low, high = wilson(share, n_eff) if n else (None, None)
+    verdict = None if share is None else ("met" if low >= tier.attainment else
+                                          "missed" if high < tier.attainment else "unresolved")
+    rate = window_s if window_s and window_s > 0 else None
+    good_tokens = sum(q.output_tokens or 0.0 for q, f in zip(sent, flags) if f)
+    return SloTierResult.model_validate({
+        "tier": name, "gated": gated, "limits": tier.limits, "target": tier.attainment, "requests": n, "good": k,
+        "attainment": share, "low": low, "high": high, "effective_n": n_eff, "lag1": rho, "verdict": verdict,
+        "goodput_rps": k / rate if rate else None,
+        "good_output_tps_per_gpu": good_tokens / rate / gpus if rate and gpus else None}).model_dump(mode="json")
+
+
+def tiers(slo: dict[str, SloTier], gated: str | None, requests: list[Request], window_s: float | None,
+          gpus: int) -> list[dict]:
+    return [tier_result(name, tier, requests, window_s, gpus, gated=name == gated) for name, tier in slo.items()]
+
+
+def headline(tiers_: list[SloTierResult]) -> SloTierResult | None:
+    """The tier a point is summed up by: the gated one, else the first defined."""
+    return next((t for t in tiers_ if t.gated), tiers_[0] if tiers_ else None)
+
+
+def limits_text(limits: dict[str, float]) -> str:
+    return ", ".join(f"{NAMES[k]} <= {number(v, 'ms')} ms" for k, v in limits.items())
+
+
+def describe(t: SloTierResult) -> str:
+    """One line: the share good, its interval and what it rests on."""
+    if t.attainment is None:
+        return f"tier {t.tier} ({limits_text(t.limits)}): no profiled request to judge"
+    rho = f", lag-1 {t.lag1:.2f}" if t.lag1 is not None else ""
+    return (f"tier {t.tier} ({limits_text(t.limits)}): {number(t.attainment, 'share')} of {t.requests:,} requests "
+            f"good, 95% interval [{number(t.low, 'share')}, {number(t.high, 'share')}] (Wilson, effective n "
+            f"{t.effective_n:.0f}{rho}) against the target {number(t.target, 'share')}")

@@ -1,0 +1,104 @@
+"""#32 item 1: service-level tiers per point: which requests were good (DistServe: every limit holds; failed or
+unfinished is not), the attainment with a Wilson interval on an effective size (AR(1) correction), goodput, and
+the `gates.slo` gate with its three answers. On real recorded AIPerf requests."""
+
+from dataclasses import replace
+
+import pytest
+from scipy.stats import binomtest
+
+from servebench.catalog.loader import Catalog
+from servebench.catalog.points import Point
+from servebench.core.errors import ConfigError
+from servebench.core.stats import effective_size, lag1, wilson
+from servebench.load.aiperf import records as aiperf_records
+from servebench.load.records import Request
+from servebench.recipe.schema.sweep import SloTier
+from servebench.report.files import markdown, Report
+from servebench.report.summary import properties
+from servebench.results.slo import good, tier_result
+from servebench.results.verdict import judge
+from tests.conftest import REPO, by_id, edit, recorded
+
+RUN = REPO / "tests/data/h200-gpu-run/aiperf/vllm-c8"          # 405 profiled requests of a real H200 point
+
+
+@pytest.mark.parametrize("k, n", [(0, 10), (3, 10), (90, 100), (405, 405), (1, 2)])
+def test_the_wilson_interval_is_scipys_for_whole_counts(k, n):
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    assert wilson(k / n, n) == pytest.approx((ci.low, ci.high), abs=1e-6)
+
+
+def test_correlated_requests_count_for_fewer_and_widen_the_interval():
+    assert effective_size(100, None) == effective_size(100, -0.3) == 100.0     # no credit for anti-correlation
+    assert effective_size(100, 0.5) == pytest.approx(100 / 3)
+    assert lag1([1, 1, 1, 0, 0, 0] * 10) > 0.3 and lag1([1, 0] * 30) < -0.9 and lag1([1, 1, 1]) is None
+    narrow, wide = wilson(0.9, 400), wilson(0.9, effective_size(400, 0.5))
+    assert wide[0] < narrow[0] < 0.9 < narrow[1] < wide[1]
+
+
+def test_a_request_is_good_only_when_every_limit_holds():
+    tier = SloTier(ttft_ms=100, tpot_ms=10, e2e_ms=1000)
+    ok = Request("profiling", True, start_s=0, end_s=0.5, ttft_ms=80, latency_ms=500, output_tokens=42)   # TPOT 10.24
+    assert not good(ok, tier) and good(ok, SloTier(ttft_ms=100, tpot_ms=10.3, e2e_ms=1000))
+    assert not good(replace(ok, ttft_ms=101), SloTier(ttft_ms=100))
+    assert not good(replace(ok, ok=False), SloTier(e2e_ms=10_000))                # a failed request is not good
+    assert not good(replace(ok, latency_ms=None, end_s=None), SloTier(ttft_ms=100))   # nor one never finished
+    assert good(replace(ok, output_tokens=1), SloTier(tpot_ms=1))                # one token: no later token is late
+    with pytest.raises(ValueError, match="at least one limit"):
+        SloTier(attainment=0.9)
+    with pytest.raises(ValueError):
+        SloTier(ttft_ms=100, attainment=1.0)       # no finite run shows a share of 1 with confidence
+
+
+def test_a_tier_on_real_requests_counts_them_corrects_for_their_correlation_and_gives_goodput():
+    rec = aiperf_records.read(RUN)
+    sent = rec.profiled
+    tier = SloTier(ttft_ms=150, tpot_ms=20, attainment=0.8)
+    t = tier_result("chat", tier, sent, rec.stat("duration_s"), gpus=1)
+    by_hand = [q for q in sent if q.ok and q.ttft_ms <= 150 and (q.latency_ms - q.ttft_ms) / (q.output_tokens - 1) <= 20]
+    assert (t["requests"], t["good"]) == (405, len(by_hand)) and 0 < t["good"] < 405
+    assert t["attainment"] == pytest.approx(len(by_hand) / 405)
+    assert t["lag1"] > 0.1 and t["effective_n"] < 405 * 0.9                   # consecutive requests are correlated
+    assert (t["low"], t["high"]) == pytest.approx(wilson(t["attainment"], t["effective_n"]))
+    assert t["goodput_rps"] == pytest.approx(len(by_hand) / rec.stat("duration_s"))
+    assert t["good_output_tps_per_gpu"] == pytest.approx(sum(q.output_tokens for q in by_hand) / rec.stat("duration_s"))
+    share = t["attainment"]
+    verdicts = {target: tier_result("chat", SloTier(ttft_ms=150, tpot_ms=20, attainment=target), sent,
+                                    rec.stat("duration_s"), 1)["verdict"]
+                for target in (round(share - 0.2, 3), round(share, 3), min(0.99, round(share + 0.2, 3)))}
+    assert list(verdicts.values()) == ["met", "unresolved", "missed"], (share, verdicts)
+
+
+@pytest.fixture
+def slo_catalog(recipes):
+    edit(recipes / "kimi-k3/gb200/dep.yaml", "  name: dep\n",
+         "  name: dep\n  gates: {slo: chat}\n  slo:\n    chat: {ttft_ms: 150, tpot_ms: 20, attainment: TARGET}\n")
+    return recipes
+
+
+@pytest.mark.parametrize("target, ok, said", [
+    (0.9, True, "SLO met: tier chat (TTFT <= 150.0 ms, TPOT <= 20.0 ms): "),
+    (0.98, False, "SLO missed: tier chat "),
+    (0.95, False, "SLO unresolved: tier chat ")])
+def test_the_slo_gate_passes_a_met_tier_and_fails_a_missed_or_unresolved_one(slo_catalog, target, ok, said):
+    path = slo_catalog / "kimi-k3/gb200/dep.yaml"
+    path.write_text(path.read_text().replace("TARGET", str(target)))
+    prof = by_id(Catalog.load(slo_catalog), "kimi-k3-gb200-dep")
+    r = recorded(Point(prof, 8), RUN)
+    (check,) = [c for c in judge(r, prof).checks if c.name == "slo"]
+    assert check.ok is ok and check.message.startswith(said), check.message
+    assert "95% interval [" in check.message and "(Wilson, effective n " in check.message
+    assert [t.tier for t in r.slo] == ["interactive", "batch", "chat"]       # _agentx.yaml's tiers, then this one's
+    tier = r.slo[2]
+    assert tier.gated and properties(r)["slo_attainment"] == tier.attainment   # the gated tier heads the metrics
+    page = markdown(Report([r], {}), [], [])
+    assert "## Service-level tiers" in page and f"| {r.identity.case_id} | chat (gate) |" in page
+
+
+def test_a_gate_naming_a_tier_that_is_not_defined_is_refused_naming_the_file(recipes):
+    edit(recipes / "kimi-k3/gb200/dep.yaml", "  name: dep\n", "  name: dep\n  gates: {slo: fast}\n")
+    with pytest.raises(ConfigError) as err:
+        Catalog.load(recipes)
+    text = str(err.value)
+    assert "dep.yaml" in text and "gates.slo names the tier 'fast', which profile.slo does not define" in text, text
