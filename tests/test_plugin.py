@@ -66,6 +66,22 @@ def test_an_unknown_marker_still_fails_under_strict_markers(suite):
     res.stdout.fnmatch_lines(["*'gb300' not found in `markers` configuration option*"])
 
 
+def test_a_second_session_on_one_junit_file_stops_at_once_naming_it(suite, tmp_path):
+    """#35: two sessions given one --junitxml each wrote it at the end, and the last replaced the other's cases."""
+    import fcntl
+    junit = tmp_path / "out/junit.xml"
+    junit.parent.mkdir()
+    (suite.path / "tests").mkdir()
+    (suite.path / "tests/test_x.py").write_text("def test_x():\n    pass\n")
+    with open(junit, "a") as held:                               # the first session, still running
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        res = suite.runpytest("--import-mode=importlib", "tests", "-q", f"--junitxml={junit}")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"--junitxml {junit}: another session is writing this file now" in res.stderr.str()
+    res = suite.runpytest("--import-mode=importlib", "tests", "-q", f"--junitxml={junit}")   # alone: it writes it
+    assert res.ret == 0 and "<testcase" in junit.read_text()
+
+
 SITE_CONFTEST = '''
 import dataclasses
 import json

@@ -24,11 +24,36 @@ BENCHMARK_ENV = {
 }
 
 
+TRACE_BYTES_LIMIT = 1 << 30       # a generated trace this large takes minutes and gigabytes to build, per point
+WORD_BYTES = 6.5                  # bytes per word of servebench.load.traces' JSON lines (measured: 6.52)
+
+
+def trace_bytes(shape, sessions: int) -> float:
+    """About how large the generated trace of ``sessions`` sessions is: every turn's line repeats the session's
+    history so far (system prompt, then per earlier turn an assistant reply, a tool result and a user message);
+    subagent sessions, half as long, add their share."""
+    t = shape.turns
+    words = t * shape.system_words + shape.user_words * t * (t + 1) / 2 + \
+        (shape.assistant_words + shape.tool_words) * t * (t - 1) / 2
+    return sessions * words * WORD_BYTES * (1 + shape.subagent_rate / 2)
+
+
 def dataset_load(p: Profile) -> Iterator[Problem]:
     """Catches a named corpus replayed without a per-point cache-bust marker (later points would ride on the prefix
-    cache earlier ones built), or a concurrency above the trajectories AIPerf reads (see AIPerf options)."""
+    cache earlier ones built), a concurrency above the trajectories AIPerf reads (see AIPerf options), or a
+    generated trace too large to build (over 1 GiB at the highest concurrency)."""
     load = p.spec.load
-    if load.dataset == "generated" or not p.spec.concurrency:
+    if not p.spec.concurrency:
+        return
+    if load.dataset == "generated":
+        top = max(p.spec.concurrency)
+        size = trace_bytes(load.trace, top * load.trace.sessions_per_concurrency)
+        if size > TRACE_BYTES_LIMIT:
+            yield p.profile_problem(
+                ["concurrency"], f"concurrency {top}: the generated trace would hold {top} x "
+                f"{load.trace.sessions_per_concurrency} sessions, about {size / 2**30:.1f} GiB, built before the point "
+                "starts", "lower the concurrency or load.trace.sessions_per_concurrency (or shorter load.trace "
+                "turns and words)")
         return
     if load.cache_bust == "none" and len(p.spec.concurrency) > 1:
         yield p.profile_problem(

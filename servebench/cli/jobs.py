@@ -45,6 +45,9 @@ class JobsCommand(Command):
 
     def run(self, args) -> int:
         from servebench.cluster.slurm import ENDED, job_state
+        if not Path(args.results_dir).is_dir():
+            raise ValueError(f"--results-dir {args.results_dir}: no such folder (a session's --results-dir, default "
+                             "results/)")
         jobs = held(Path(args.results_dir))
         if not jobs:
             print(f"{args.results_dir}: no unreleased allocation in any manifest")

@@ -57,9 +57,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--baseline", metavar="FILE",
                     help="also fail a point whose output tok/s per GPU drops below the baseline's x "
                          "(1 - profile.gates.baseline_tolerance); see `servebench baseline`")
-    group.addoption("--history", metavar="DB",
+    group.addoption("--history", "--db", metavar="DB", dest="history",
                     help="record every measured point in this results history at the end (default: "
-                         "<results-dir>/history.sqlite; see `servebench history`, `servebench compare`)")
+                         "<results-dir>/history.sqlite; --db as every `servebench` command spells it; see "
+                         "`servebench history`, `servebench compare`)")
     group.addoption("--compare-run", metavar="RUN",
                     help="also fail a point that is worse with confidence than the same point of these runs of the "
                          "history (output tok/s per GPU, 95%% interval; see `servebench compare`)")

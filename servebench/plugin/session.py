@@ -5,6 +5,7 @@ as a plugin (``servebench-session``); fixtures and hooks reach it with :func:`of
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import time
@@ -40,6 +41,24 @@ def of(config: pytest.Config) -> "ServebenchSession":
     return config.pluginmanager.get_plugin(NAME)
 
 
+def claim_junit(xmlpath: str | None):
+    """The --junitxml file, held for the session (an advisory lock on the file itself): a second session given the
+    same file stops at once, naming it. pytest writes the file at the end, so before this the last session to end
+    replaced the other's cases without a word. Returns the open file (None without --junitxml)."""
+    if not xmlpath:
+        return None
+    path = Path(os.path.expandvars(os.path.expanduser(xmlpath))).resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(path, "a")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise pytest.UsageError(f"--junitxml {xmlpath}: another session is writing this file now; give each "
+                                "session its own --junitxml (the last to end would replace the other's cases)") from None
+    return fh
+
+
 class ServebenchSession:
     def __init__(self, config: pytest.Config):
         self.config = config
@@ -71,6 +90,7 @@ class ServebenchSession:
                 results_folder(config.getoption("--reuse-results"))
             except ValueError as err:
                 raise pytest.UsageError(f"--reuse-results {err}") from None
+        self._junit = None if self.is_worker else claim_junit(config.getoption("xmlpath", None))
         self._catalog: Catalog | None = None
         self._started = False
         self._assemblies: dict = {}
@@ -141,6 +161,13 @@ class ServebenchSession:
         except ConfigError:
             return []           # collection reports the problems, once
         return [f"servebench: not run: {file}: {why}" for file, why in sorted(cat.skipped.items())]
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._junit is not None:         # written by pytest by now; an empty one was never written: not left
+            path = Path(self._junit.name)
+            self._junit.close()
+            if path.is_file() and path.stat().st_size == 0:
+                path.unlink()
 
     def pytest_configure_node(self, node) -> None:   # xdist, controller side
         node.workerinput["servebench_run_id"] = self.run_id
