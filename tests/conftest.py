@@ -82,7 +82,8 @@ def slurm():
 
 
 def recorded(point, artifact_dir: Path, *, before=None, after=None, exit_code: int | None = 0, versions=None,
-             run_id: str = "r1", idle_wait_s: float | None = 3.0, stopped_by: str | None = None):
+             run_id: str = "r1", idle_wait_s: float | None = 3.0, stopped_by: str | None = None, power=(),
+             telemetry=None):
     """A point's result built from a recorded AIPerf folder, through AIPerf's own reader and the real builder."""
     from servebench.core.results_folder import CaseFolder
     from servebench.load.aiperf import records
@@ -92,7 +93,8 @@ def recorded(point, artifact_dir: Path, *, before=None, after=None, exit_code: i
     m = Measurement(point, CaseFolder(Path(artifact_dir).parent), run_id, "aiperf", records.read(artifact_dir),
                     exit_code=exit_code, before=before, after=after, idle_wait_s=idle_wait_s,
                     started_at="2026-11-29T19:27:00+00:00", finished_at="2026-11-29T19:29:00+00:00",
-                    versions=dict(versions or {}), logs=["server.log"], stopped_by=stopped_by, out_dir=Path(artifact_dir))
+                    versions=dict(versions or {}), logs=["server.log"], stopped_by=stopped_by, out_dir=Path(artifact_dir),
+                    power=list(power), telemetry=telemetry)
     return build(m)
 
 

@@ -20,6 +20,8 @@ MHz, W     a clock, a power            1,980 MHz
 C          a temperature               64 °C
 pct        a percentage 0..100         87%
 GiB        an amount of memory         141.1 GiB
+J/tok      energy per token            0.412 J/tok
+price      money per million tokens    1.234 (in the currency named beside it)
 =========  ==========================  ===============
 
 A value that is not measured (None, NaN) reads :data:`MISSING`; a non-zero value too small for its digits reads
@@ -32,8 +34,8 @@ import math
 
 MISSING = "—"
 DIGITS = {"tok/s": 1, "rate": 1, "ms": 1, "s": 1, "conc": 1, "share": 1, "ratio": 2, "change": 1, "points": 1, "count": 0,
-          "MHz": 0, "W": 0, "C": 0, "GiB": 1, "pct": 0}
-SUFFIX = {"MHz": " MHz", "W": " W", "C": " °C", "GiB": " GiB", "pct": "%"}      # units that read with their name
+          "MHz": 0, "W": 0, "C": 0, "GiB": 1, "pct": 0, "J/tok": 3, "price": 3}
+SUFFIX = {"MHz": " MHz", "W": " W", "C": " °C", "GiB": " GiB", "pct": "%", "J/tok": " J/tok"}      # units that read with their name
 UNITS = tuple(DIGITS)
 
 

@@ -58,6 +58,7 @@ class Measurement:
     machine: list[dict] = field(default_factory=list)    # each host's record (the deployment's)
     machine_extra: dict = field(default_factory=dict)    # a site's machine fields
     telemetry: dict | None = None        # GPU samples during the run (servebench.server.machine)
+    power: list = field(default_factory=list)   # every GPU power sample: (wall clock, GPU uuid, W)
     samples: list = field(default_factory=list)        # the counters every slice (servebench.load.series)
     mode: str = "fixed"                  # the run-length rule that ran (profile.load.stop.mode, or --run-length)
     stop_reason: str | None = None       # why the run ended when it did
@@ -174,13 +175,13 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
             m.stop_reason = ("ran its whole duration_s: " + (control.decision.reason if control and control.decision
                                                              else "no checkpoint reached") if control is not None
                              else f"fixed run length: duration_s {load.duration_s} s")
-        m.telemetry, sampling = sampling.stop(), None
+        m.telemetry, m.power, sampling = sampling.stop(), sampling.power, None
         client.check_after(dep.plan.client, inv, m.exit_code, generator.wrote(out_dir))
     except BaseException as err:
         m.stopped_by = _one_line(err)
         m.interrupted = isinstance(err, (KeyboardInterrupt, SystemExit))
         if sampling is not None:
-            m.telemetry = sampling.stop()
+            m.telemetry, m.power = sampling.stop(), sampling.power
         _finish(m, dep, generator, out_dir)
         raise MeasurementFailed(m) from err
     _finish(m, dep, generator, out_dir)

@@ -90,6 +90,7 @@ class Profile:
                                                                         "allocations", "slo"})
         cluster = self.cluster.model_dump(mode="json")
         cluster["runtime"].pop("client", None)
+        cluster.pop("cost", None)                     # what the GPU time costs, not what is measured
         prof.get("load", {}).pop("stop", None)        # how long a point runs, not what it measures (result.run.mode)
         whole = {"profile": prof, "recipe": self.recipe.model_dump(mode="json"), "cluster": cluster}
         for path, default in LATER_KEYS.items():

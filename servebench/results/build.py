@@ -16,7 +16,7 @@ from servebench.load.measure import Measurement
 from servebench.load.records import busy_fraction
 from servebench.load.series import client_open, counter_series, record_series, token_rates
 from servebench.load.steady import analyse, needed, quantile_upper
-from servebench.results import slo
+from servebench.results import energy, slo
 from servebench.results.model import SCHEMA_VERSION, PointResult
 from servebench.server.counters import Snapshot
 
@@ -128,9 +128,19 @@ def build(m: Measurement) -> PointResult:
         "series": series_block(m),
         "evidence": evidence_block(profiled),
         "slo": slo.tiers(p.spec.slo, p.spec.gates.slo, profiled, rec.stat("duration_s"), gpus),
+        "economics": energy.block(m.power, (m.telemetry or {}).get("interval_s", 1.0), window_of(profiled),
+                                  sum(r.output_tokens or 0.0 for r in profiled if r.ok), out_tps, total_tps, gpus,
+                                  p.cluster.cost),
         "machine": {"nodes": m.machine, "extra": m.machine_extra} if m.machine else None,
         "telemetry": m.telemetry,
     })
+
+
+def window_of(profiled: list) -> tuple[float, float] | None:
+    """The measured window on the wall clock: the first profiled request sent to the last one answered."""
+    starts = [r.start_s for r in profiled if r.start_s is not None]
+    ends = [r.end_s for r in profiled if r.end_s is not None]
+    return (min(starts), max(ends)) if starts and ends and max(ends) > min(starts) else None
 
 
 def measured_window(m: Measurement) -> tuple:

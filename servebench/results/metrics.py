@@ -147,6 +147,12 @@ for _m in (
     Metric("goodput_rps", "goodput req/s", "rate", _tier(lambda t: t.goodput_rps), "higher"),
     Metric("good_output_tps_per_gpu", "good output tok/s per GPU", "tok/s", _tier(lambda t: t.good_output_tps_per_gpu),
            "higher", frozenset({"summary", "report"})),
+    Metric("joules_per_output_token", "GPU J per output token", "J/tok",
+           lambda r: r.economics.joules_per_output_token if r.economics else None, "lower",
+           frozenset({"summary", "report"})),
+    Metric("cost_per_m_output_tokens", "cost per 1M output tokens", "price",
+           lambda r: r.economics.cost_per_m_output_tokens if r.economics else None, "lower",
+           frozenset({"summary", "report"})),
 ):
     register(_m)
 

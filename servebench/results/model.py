@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PositiveInt, ValidationError
 
-from servebench.results.parts import Evidence, Machine, Series, SloTierResult, SteadyInfo, Telemetry, _Part
+from servebench.results.parts import Economics, Evidence, Machine, Series, SloTierResult, SteadyInfo, Telemetry, _Part
 
 SCHEMA_VERSION = 4
 SCHEMA_ID = "https://servebench.dev/schemas/result.schema.json"
@@ -212,6 +212,8 @@ class PointResult(_Part):
     evidence: Evidence | None = Field(None, description="p99s with their early-stopping upper bounds")
     slo: list[SloTierResult] = Field(default_factory=list, description="each service-level tier of the profile "
                                      "(profile.slo): attainment with its interval, goodput")
+    economics: Economics | None = Field(None, description="GPU energy per token over the measured window, and the "
+                                        "cost per million tokens where the cluster names a price")
     machine: Machine | None = Field(None, description="on what it ran: each host's record")
     telemetry: Telemetry | None = Field(None, description="GPU clocks, power, temperature, utilisation sampled "
                                         "during the run")

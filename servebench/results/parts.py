@@ -167,3 +167,19 @@ class SloTierResult(_Part):
         description="met: the interval wholly at or above the target; missed: wholly below; unresolved: across it")
     goodput_rps: float | None = Field(description="good requests per second of the measured window")
     good_output_tps_per_gpu: float | None = Field(description="output tokens of good requests per second per GPU")
+
+
+class Economics(_Part):
+    """Energy and cost of the point's tokens (servebench.results.energy)."""
+
+    window_s: float | None = Field(description="the measured window: first profiled request sent to last answered")
+    gpus_sampled: int = Field(description="GPUs with power samples inside the window")
+    energy_j: float | None = Field(description="their board energy over the window")
+    mean_power_w: float | None = Field(description="energy / window: all sampled GPUs together")
+    joules_per_output_token: float | None
+    output_tokens_per_joule: float | None
+    energy_basis: str = Field(description="what the energy covers and how it was summed")
+    gpu_hour_price: float | None = Field(description="the cluster file's cost.gpu_hour (none: no cost is reported)")
+    currency: str | None
+    cost_per_m_output_tokens: float | None = Field(description="price x GPUs x 1e6 / (3600 x output tok/s)")
+    cost_per_m_total_tokens: float | None = Field(description="price x GPUs x 1e6 / (3600 x total tok/s)")

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import logging
 import statistics
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from servebench.cluster import Allocation
@@ -99,14 +101,35 @@ class Sampling:
     allocation: Allocation
     procs: dict[str, NodeProcess]       # node -> its sampler step
     interval_s: float
+    started: float = 0.0                # wall clock when the samplers were launched
+    power: list[tuple[float, str, float]] = field(default_factory=list)   # (wall clock, GPU uuid, W), after stop()
 
     def stop(self) -> dict | None:
-        """Stop the samplers and summarize what they sampled (None when nothing was sampled)."""
+        """Stop the samplers and summarize what they sampled (None when nothing was sampled); ``power`` then holds
+        every power sample on the wall clock."""
         if not self.procs:
             return None
         self.allocation.stop_all(list(self.procs.values()))
         rows = {node: read_samples(proc.log) for node, proc in self.procs.items()}
+        self.power = [s for lines in rows.values() for s in power_samples(lines, self.started)]
         return summarize(rows, self.interval_s)
+
+
+def power_samples(lines: list[list[str]], started: float) -> list[tuple[float, str, float]]:
+    """A node's power samples as (wall clock, GPU uuid, watts) (pure). nvidia-smi stamps each row in the node's
+    local time, whose zone the login host may not share: the times are taken relative to the node's first row and
+    placed from ``started``, when the sampler was launched (late by the step's start-up, about a second at most)."""
+    out, first = [], None
+    for line in lines:
+        try:
+            stamp = datetime.strptime(line[0], "%Y/%m/%d %H:%M:%S.%f")
+        except ValueError:
+            continue
+        watts = _num(line[TELEMETRY.index(("power.draw", "power_w"))])
+        first = first or stamp
+        if watts is not None:
+            out.append((started + (stamp - first).total_seconds(), line[2], watts))
+    return out
 
 
 def start(plan: ServerPlan, allocation: Allocation, machine: list[dict], case: CaseFolder,
@@ -117,7 +140,7 @@ def start(plan: ServerPlan, allocation: Allocation, machine: list[dict], case: C
         if rec.get("gpus"):
             procs[rec["node"]] = allocation.launch(rec["rank"], "telemetry", sampler_argv(interval_ms), {},
                                                    case.telemetry(rec["node"]), role="client", oneshot=True)
-    return Sampling(allocation, procs, interval_ms / 1000)
+    return Sampling(allocation, procs, interval_ms / 1000, started=time.time())
 
 
 def read_samples(path: Path) -> list[list[str]]:

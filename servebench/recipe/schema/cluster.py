@@ -103,6 +103,13 @@ class Runtime(_Strict):
     client: Client = Client()
 
 
+class Cost(_Strict):
+    """What the cluster's GPU time costs, for the cost per token of each point (never assumed: no default)."""
+
+    gpu_hour: float = Field(gt=0, le=10_000, description="price of one GPU for one hour, as the site pays it")
+    currency: str = Field("USD", pattern=r"^[A-Z]{3}$")
+
+
 class ClusterSpec(_Strict):
     name: str
     description: str = ""
@@ -120,6 +127,8 @@ class ClusterSpec(_Strict):
     slurm: SlurmAccess = SlurmAccess()
     network: Network = Network()
     runtime: Runtime = Runtime()
+    cost: Cost | None = Field(None, description="the price per GPU-hour: each point then reports its cost per million "
+                              "tokens")
 
     @property
     def markers(self) -> list[str]:
