@@ -27,7 +27,7 @@ def test_four_profiles_eighteen_points(catalog):
 
 def test_local_profiles_mirror_the_gb200_stack(catalog):
     local = {p.name: p for p in catalog.profiles if p.cluster.name == "local-cpu"}
-    assert sorted(local) == ["dynamo", "dynamo_offload", "vllm"]
+    assert sorted(local) == ["dynamo", "dynamo_offload", "vllm", "vllm_search"]
     assert local["dynamo"].recipe.frontend.type == "dynamo" and local["vllm"].recipe.frontend.type == "vllm"
     assert local["dynamo_offload"].offload and not local["dynamo"].offload
 

@@ -254,7 +254,7 @@ def test_reuse_skips_matching_points_and_reruns_the_rest(pytester, catalog):
         r = json.loads((LOCAL / f"points/tiny-llama-cpu-vllm-c{c}.json").read_text())
         r["identity"]["recipe_fingerprint"] = vllm.fingerprint if c == 1 else "0" * 64   # c4: another recipe
         (prior / f"tiny-llama-cpu-vllm-c{c}.json").write_text(json.dumps(r))
-    res = pytester.runpytest("--import-mode=importlib", "benchmarks", "-m", "local and not slurm", "-k", "vllm", "-rs", "--reuse-results",
+    res = pytester.runpytest("--import-mode=importlib", "benchmarks", "-m", "local and not slurm", "-k", "vllm and not search", "-rs", "--reuse-results",
                                         str(prior.parent), "--junitxml", "junit.xml", "--results-dir", "out")
     res.assert_outcomes(passed=1, skipped=1)
     res.stdout.fnmatch_lines(["*SKIPPED*tiny-llama-cpu-vllm: the serving venv is missing*"])
@@ -291,7 +291,7 @@ def test_junit_properties_and_summary_under_xdist(pytester, catalog):
         r = json.loads(src.read_text())
         r["identity"]["recipe_fingerprint"] = by_id(catalog, r["identity"]["profile"]).fingerprint
         (prior / src.name).write_text(json.dumps(r))
-    res = pytester.runpytest_inprocess("benchmarks", "-m", "local and not offload and not slurm", "-n", "1", "--dist", "loadgroup",
+    res = pytester.runpytest_inprocess("benchmarks", "-m", "local and not offload and not slurm", "-k", "not search", "-n", "1", "--dist", "loadgroup",
                                         "--reuse-results", str(prior.parent), "--junitxml", "junit.xml",
                                         "--results-dir", "out")
     res.assert_outcomes(passed=4)

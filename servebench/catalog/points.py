@@ -49,7 +49,10 @@ class Point:
 
 
 def split(profile: Profile) -> list[Point]:
-    """A profile's points in order, each with its allocation."""
+    """A profile's points in order, each with its allocation (none for a search profile: its probes are chosen as
+    it runs, in one allocation; see :func:`searches`)."""
+    if profile.spec.search is not None:
+        return []
     sizes = [len(profile.spec.concurrency)]
     if profile.spec.allocations == "fit":
         b = budget(profile)
@@ -63,3 +66,8 @@ def split(profile: Profile) -> list[Point]:
 
 def points(catalog: Catalog) -> list[Point]:
     return [pt for p in catalog.profiles for pt in split(p)]
+
+
+def searches(catalog: Catalog) -> list[Profile]:
+    """The profiles that search for the highest concurrency meeting a tier (profile.search): one case each."""
+    return [p for p in catalog.profiles if p.spec.search is not None]

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from servebench.catalog.loader import Catalog
-from servebench.catalog.points import Point, points
+from servebench.catalog.points import Point, points, searches
 from servebench.core import yamlio
 from servebench.core.errors import ConfigError, Problem
 from servebench.core.results_folder import ResultsFolder
@@ -90,16 +90,21 @@ class MatrixCommand(Command):
             p = pt.profile
             print(f"{pt.id:40} {p.cluster.name:10} {str(p.spec.layout):22} {p.topology.gpus:>4}  "
                   f"{','.join(pt.markers)}")
+        found = [p for p in searches(cat) if not args.profile or p.id in {q.id for q in cat.find(args.profile)}]
+        for p in found:         # one case each; its probes are chosen as it runs
+            c = p.spec.concurrency
+            print(f"{p.id + '-search':40} {p.cluster.name:10} {str(p.spec.layout):22} {p.topology.gpus:>4}  "
+                  f"{','.join(p.cluster.markers)}  (search c{min(c)}-c{max(c)} for tier {p.spec.search.tier})")
         from servebench.server.assembly import launch_problems
-        profiles = {pt.profile.id for pt in pts}
+        profiles = {pt.profile.id for pt in pts} | {p.id for p in found}
         unseen = [line for p in cat.profiles if p.id in profiles for line in launch_problems(p)]
         for line in unseen:
             print(line, file=sys.stderr)
         if unseen or problems:
-            print(f"\n{len(pts)} points in {len(profiles)} valid profiles; {len(problems)} recipe problem(s) and "
+            print(f"\n{len(pts)} points and {len(found)} searches in {len(profiles)} valid profiles; {len(problems)} recipe problem(s) and "
                   f"{len(unseen)} launch problem(s) above")
             return 1
-        print(f"\n{len(pts)} points in {len(profiles)} profiles; every recipe is valid and every launch can see what "
+        print(f"\n{len(pts)} points and {len(found)} searches in {len(profiles)} profiles; every recipe is valid and every launch can see what "
               "it needs")
         for note in cat.notes():
             print(f"note: {note}", file=sys.stderr)

@@ -197,6 +197,14 @@ class ResultsFolder:
         return self.root / "summary.md"
 
     @property
+    def searches(self) -> Path:
+        return self.root / "searches"
+
+    def search(self, profile_id: str) -> Path:
+        """A profile's search (profile.search): its answer, bracket and probes (each probe is also a point)."""
+        return self.searches / f"{profile_id}.json"
+
+    @property
     def manifest(self) -> Path:
         return self.root / "manifest.json"
 
@@ -257,3 +265,6 @@ class ReportFolder:
 
     def point_plot(self, case_id: str) -> Path:
         return self.root / f"series-{case_id}.png"
+
+    def search_plot(self, profile_id: str) -> Path:
+        return self.root / f"search-{profile_id}.png"

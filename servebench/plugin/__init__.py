@@ -29,7 +29,7 @@ from servebench.core.results_folder import CaseFolder
 from servebench.plugin import hookspecs
 from servebench.plugin.session import ALLOCATION, NAME, ServebenchSession, of
 
-pytest_plugins = ["servebench.plugin.fixtures"]
+pytest_plugins = ["servebench.plugin.fixtures", "servebench.plugin.search"]
 log = logging.getLogger(__name__)
 
 BASE_MARKERS = {
@@ -103,6 +103,9 @@ def _interrupt(signum, frame):  # noqa: ARG001
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "sb_search" in metafunc.fixturenames:
+        _search_cases(metafunc)
+        return
     if "sb_point" not in metafunc.fixturenames:
         return
     session = of(metafunc.config)
@@ -122,6 +125,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(["sb_profile", "sb_allocation_key", "sb_point"], params, indirect=True, scope="session")
 
 
+def _search_cases(metafunc: pytest.Metafunc) -> None:
+    """One case per search profile, in the profile's one allocation (as its points would share it)."""
+    from servebench.catalog.points import searches
+    try:
+        found = searches(of(metafunc.config).catalog())
+    except ConfigError as err:
+        pytest.fail(f"invalid recipe(s):\n{err}", pytrace=False)
+    params = [pytest.param(p.id, p.id, f"{p.id}-search", id=f"{p.id}-search",
+                           marks=[*(getattr(pytest.mark, m) for m in p.cluster.markers + (["offload"] if p.offload
+                                                                                          else [])),
+                                  pytest.mark.xdist_group(p.id)])
+              for p in found]
+    metafunc.parametrize(["sb_profile", "sb_allocation_key", "sb_search_case"], params, indirect=True,
+                         scope="session")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call):
     """A failing case shows the log tail of every node process of its allocation that ended when it should not
@@ -129,7 +148,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     and keeps a copy of every server log in its case directory."""
     report = yield
     callspec = getattr(item, "callspec", None)
-    case = callspec.params.get("sb_point") if callspec is not None else None
+    case = (callspec.params.get("sb_point") or callspec.params.get("sb_search_case")) if callspec is not None else None
     if case is not None:
         report.user_properties.append(("servebench_case", case))
     disk = disk_problem(call.excinfo.value) if case is not None and call.excinfo is not None else None

@@ -33,6 +33,14 @@ class Collector:
     def measured(self) -> list[dict]:
         return sorted((r for r in self.rows.values() if r["verdict"] != "skipped"), key=lambda r: r["case_id"])
 
+    def case_ids(self) -> set[str]:
+        """Every point this session measured: its cases, and the probes of its searches."""
+        out = set()
+        for row in self.measured():
+            out.add(row["case_id"])
+            out |= {c for c in str(row.get("servebench_probes") or "").split(",") if c}
+        return out
+
     def skipped(self) -> list[dict]:
         return [r for r in self.rows.values() if r["verdict"] == "skipped"]
 

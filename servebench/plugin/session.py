@@ -197,8 +197,7 @@ class ServebenchSession:
             try:   # the report must never cost the run its results
                 from servebench.report import files as report_files
                 from servebench.report import gpuhours
-                self.report = report_files.write(self.results_dir,
-                                                 only={r["case_id"] for r in self.collector.measured()})
+                self.report = report_files.write(self.results_dir, only=self.collector.case_ids())
                 held = gpuhours.of_folder(self.results_dir, self.report.points)
                 if held is not None:
                     self.held_line = gpuhours.line(held[1])

@@ -27,7 +27,8 @@ LATER_KEYS = {("profile", "load", "generator"): "aiperf", ("profile", "load", "o
               ("cluster", "backend_options"): {}, ("cluster", "runtime", "model_load_gib_per_s"): None,
               ("cluster", "runtime", "startup_s"): 600, ("cluster", "runtime", "container_mounts"): {},
               ("cluster", "slurm", "node_local"): {}, ("profile", "gates", "require_steady"): False,
-              ("profile", "gates", "max_stall_s"): 30.0, ("profile", "gates", "slo"): None}
+              ("profile", "gates", "max_stall_s"): 30.0, ("profile", "gates", "slo"): None,
+              ("profile", "search"): None}
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +20,12 @@ from servebench.core.files import write_atomic
 from servebench.core.format import number
 from servebench.core.results_folder import ReportFolder, ResultsFolder
 from servebench.report import gpuhours, offload, plots
-from servebench.report.slo import section as slo_section
+from servebench.report.slo import searches_section, section as slo_section
 from servebench.results import metrics as registry
 from servebench.results.files import load_points
 from servebench.results.model import PointResult
+
+log = logging.getLogger(__name__)
 
 
 def verdict_text(r: PointResult) -> str:
@@ -67,7 +71,7 @@ def ab_section(pair: offload.Pair, rows: list[dict], measured_in: dict[str, list
     return "\n".join(lines) + "\n"
 
 
-def markdown(rep: Report, plot_files: list[Path], ab_sections: list[str], held: str = "") -> str:
+def markdown(rep: Report, plot_files: list[Path], ab_sections: list[str], held: str = "", searched: str = "") -> str:
     columns = registry.shown("report")
     lines = ["# servebench report", "",
              f"{len(rep.points)} point(s)" + (f", {len(rep.rejected)} file(s) rejected" if rep.rejected else ""), "",
@@ -83,6 +87,8 @@ def markdown(rep: Report, plot_files: list[Path], ab_sections: list[str], held: 
     tiers = slo_section(rep.points)
     if tiers:
         lines += ["", tiers]
+    if searched:
+        lines += ["", searched]
     lines += ["", held or "## GPU-hours held\n\nNo manifest.json in this results folder: nothing says what was held.\n"]
     if rep.rejected:
         lines += ["", "Rejected result files:"] + [f"- `{k}`: {v}" for k, v in sorted(rep.rejected.items())]
@@ -98,6 +104,18 @@ def points_csv(points: list[PointResult]) -> str:
         values = [fn(r) for fn in registry.IDENTITY.values()] + [m.get(r) for m in registry.METRICS.values()]
         writer.writerow(["" if v is None else v for v in values] + [verdict_text(r)])
     return out.getvalue()
+
+
+def stored_searches(results_dir: Path) -> list[dict]:
+    """The searches a results folder holds (``searches/<profile>.json``); an unreadable one is skipped, said."""
+    folder = ResultsFolder.at(results_dir).searches
+    out = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            out.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as err:
+            log.warning("%s: not read (%s)", path, err)
+    return out
 
 
 def write(results_dir: Path, out_dir: Path | None = None, only: set[str] | None = None) -> Report:
@@ -131,9 +149,13 @@ def write(results_dir: Path, out_dir: Path | None = None, only: set[str] | None 
         path = plots.point_series(r, out.point_plot(r.identity.case_id))
         if path:
             plot_files.append(path)
+    answers = stored_searches(results_dir)
+    search_plots = {a["profile"]: plots.search(a, out.search_plot(a["profile"])) for a in answers}
+    plot_files += [p for p in search_plots.values() if p]
+    searched = searches_section(answers, {k: v.name for k, v in search_plots.items() if v})
     accounting = gpuhours.of_folder(results_dir, points)
     held = gpuhours.markdown(*accounting) if accounting else ""
-    write_atomic(out.markdown, markdown(rep, plot_files, sections, held))
+    write_atomic(out.markdown, markdown(rep, plot_files, sections, held, searched))
     write_atomic(out.csv, points_csv(points))
     rep.files = [out.markdown, out.csv, *plot_files]
     return rep

@@ -117,3 +117,41 @@ def point_series(r: PointResult, out: Path) -> Path | None:
     fig.savefig(out)
     plt.close(fig)
     return out
+
+
+def search(answer: dict, out: Path) -> Path | None:
+    """A search's probes: each one's attainment of the tier with its 95% interval, against the target, the answer
+    and the first concurrency not met marked."""
+    probes = sorted((p for p in answer.get("probes", []) if p.get("attainment") is not None),
+                    key=lambda p: p["concurrency"])
+    if not probes:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    xs = [p["concurrency"] for p in probes]
+    ys = [100 * p["attainment"] for p in probes]
+    lo = [max(0.0, 100 * (p["attainment"] - p["low"])) if p.get("low") is not None else 0 for p in probes]
+    hi = [max(0.0, 100 * (p["high"] - p["attainment"])) if p.get("high") is not None else 0 for p in probes]
+    colors = {"met": "tab:green", "missed": "tab:red", "unresolved": "tab:orange"}
+    for x, y, l, h, p in zip(xs, ys, lo, hi, probes):
+        ax.errorbar([x], [y], yerr=[[l], [h]], fmt="o", color=colors.get(p["verdict"], "tab:gray"), capsize=4)
+        ax.annotate(p["verdict"] or "?", (x, y), textcoords="offset points", xytext=(5, -12), fontsize=7)
+    ax.axhline(100 * answer["target"], color="black", ls="--", lw=1, label=f"target {answer['target']:.0%}")
+    last, first = answer["bracket"]
+    if last is not None:
+        ax.axvline(last, color="tab:green", lw=1, label=f"answer: c{last}")
+    if first is not None:
+        ax.axvline(first, color="tab:red", lw=1, ls=":", label=f"first not met: c{first}")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.minorticks_off()
+    ax.set_xlabel("concurrency (probes in the order of the search: doubling, then bisection)")
+    ax.set_ylabel(f"requests meeting tier {answer['tier']} (%)")
+    ax.set_title(f"{answer['profile']}: search for the highest concurrency meeting {answer['tier']} (95% intervals)",
+                 fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out

@@ -28,3 +28,22 @@ def section(points: list[PointResult]) -> str:
                      f"{t.verdict or 'n/a'} | {number(t.goodput_rps, 'rate')} | "
                      f"{number(t.good_output_tps_per_gpu, 'tok/s')} |")
     return "\n".join(lines) + "\n"
+
+
+def searches_section(answers: list[dict], plot_names: dict[str, str]) -> str:
+    """Each search's answer, bracket and probes (``answers``: the stored ``searches/<profile>.json``)."""
+    if not answers:
+        return ""
+    lines = ["## Searches", ""]
+    for a in answers:
+        last, first = a["bracket"]
+        lines += [f"**{a['profile']}**: the highest concurrency meeting tier {a['tier']} ({limits_text(a['limits'])}, "
+                  f"{number(a['target'], 'share')} of requests) is **{'none' if last is None else f'c{last}'}**; "
+                  f"bracket [{last}, {first}]; {a['why']}." + (f" Cliff: {a['cliff']}." if a.get("cliff") else "") +
+                  (f" Plot: `{plot_names[a['profile']]}`." if a["profile"] in plot_names else ""), "",
+                  "| probe | concurrency | attainment [95%] | verdict |", "|---|---:|---|---|"]
+        for i, p in enumerate(a["probes"], 1):
+            lines.append(f"| {i} | {p['concurrency']} | {number(p['attainment'], 'share')} "
+                         f"{interval(p['low'], p['high'], 'share')} | {p['verdict'] or 'n/a'} |")
+        lines.append("")
+    return "\n".join(lines)

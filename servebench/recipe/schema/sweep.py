@@ -108,6 +108,17 @@ class SloTier(_Strict):
                 if v is not None}
 
 
+class SearchSpec(_Strict):
+    """Find the highest concurrency that meets an SLO tier, inside the profile's one allocation (servebench.results
+    .search): probes from the lowest of profile.concurrency, doubling, then bisecting between the last met and the
+    first not met, each a point of its own; the profile's concurrency list gives the range [lowest, highest]."""
+
+    tier: str = Field(description="the profile.slo tier to meet")
+    tolerance: float = Field(0.25, gt=0, le=1, description="stop bisecting when the first failing concurrency is "
+                             "within this share above the last passing one (or 1 above it)")
+    max_probes: StrictInt = Field(12, ge=2, le=64, description="at most this many probes")
+
+
 class TraceShape(_Strict):
     """Shape of the generated agentic sessions (``dataset: generated``); see servebench.load.traces."""
 
@@ -202,6 +213,8 @@ class ProfileSection(_Strict):
     slo: dict[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]*$")], SloTier] = Field(
         default_factory=dict, description="named service-level tiers (e.g. interactive, batch): every point reports "
         "each one's attainment and goodput; gates.slo makes one a gate")
+    search: SearchSpec | None = Field(None, description="run one search for the highest concurrency meeting a tier "
+                                      "instead of every point of the concurrency list (which then gives its range)")
     load: LoadSection = LoadSection()
     stop_grace_s: StrictInt = Field(60, ge=0, le=3600, description="at release, how long a process may take to "
                                     "stop after TERM before KILL (engines deregister before etcd goes)")
@@ -220,4 +233,10 @@ class ProfileSection(_Strict):
             known = ", ".join(self.slo) or "none: add profile.slo.<tier>"
             raise ValueError(f"gates.slo names the tier {self.gates.slo!r}, which profile.slo does not define "
                              f"(defined: {known})")
+        if self.search is not None:
+            if self.search.tier not in self.slo:
+                raise ValueError(f"search.tier names the tier {self.search.tier!r}, which profile.slo does not define "
+                                 f"(defined: {', '.join(self.slo) or 'none: add profile.slo.<tier>'})")
+            if len(set(self.concurrency)) < 2:
+                raise ValueError("a search needs its range in concurrency: [lowest, highest] (two values at least)")
         return self

@@ -1,0 +1,89 @@
+"""One pytest case per search profile (profile.search): inside the profile's one allocation and deployment, probe
+concurrencies chosen as the verdicts come in (servebench.results.search), each probe a point of its own (measured,
+stored and judged as a grid point is), and store the answer beside the points.
+
+The case passes when the search found a concurrency that meets its tier with confidence and every probe was a
+measurement (its own server answered, the generator ran to its end, nothing stalled, its records whole); a probe
+that misses the tier or cannot resolve it is what a search is for, not a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from servebench.catalog.points import Point
+from servebench.core.files import write_atomic
+from servebench.core.results_folder import ResultsFolder
+from servebench.load.generator import LoadGenerator
+from servebench.load.measure import MeasurementFailed, measure
+from servebench.plugin.fixtures import _status_line, generator, site_fields
+from servebench.plugin.session import ALLOCATION, of
+from servebench.recipe.profile import Profile
+from servebench.results.point import store, store_failed
+from servebench.results.schema import file_problems
+from servebench.results.search import Probe, Search
+from servebench.results.verdict import judge
+
+log = logging.getLogger(__name__)
+# the checks that say a probe measured what it claims; the others (error rate, floors, the SLO gate) are its answer
+MEASURED = ("schema", "servers", "successful", "own_server", "records", "generator", "stall")
+
+
+@pytest.fixture
+def sb_search_case(request: pytest.FixtureRequest) -> str:
+    """This search case's id (``<profile>-search``)."""
+    return request.param
+
+
+@pytest.fixture
+def sb_search(sb_profile: Profile, sb_allocation_key: str, request: pytest.FixtureRequest, record_property) -> dict:
+    """Run the profile's search in its deployment; returns the answer as stored (``searches/<profile>.json``)."""
+    config = request.config
+    session = of(config)
+    session.start_run()
+    dep = request.getfixturevalue("sb_deployment")
+    request.node.stash[ALLOCATION] = dep.allocation
+    answer = run(sb_profile, dep, session.results, session.run_id, generator(sb_profile, config),
+                 progress=_status_line(config), run_length=config.getoption("run_length"),
+                 extend=lambda point: site_fields(config, point))
+    for p in answer["probes"]:
+        record_property(f"probe_c{p['concurrency']}", f"{p['verdict']} {p['attainment']} [{p['low']}, {p['high']}]")
+    record_property("search_answer", answer["answer"])
+    record_property("search_bracket", json.dumps(answer["bracket"]))
+    record_property("servebench_probes", ",".join(p["case_id"] for p in answer["probes"]))
+    return answer
+
+
+def run(profile: Profile, dep, results: ResultsFolder, run_id: str, gen: LoadGenerator, progress=None,
+        run_length: str | None = None, extend=None) -> dict:
+    """The search, probe by probe, in ``dep``; each probe stored and judged as a point. Returns the answer as it is
+    stored (``searches/<profile>.json``), with ``not_measured``: the probes whose measurement checks failed."""
+    spec = profile.spec.search
+    search = Search(min(profile.spec.concurrency), max(profile.spec.concurrency), spec.tolerance, spec.max_probes)
+    not_measured: list[str] = []
+    while (conc := search.next()) is not None:
+        point = Point(profile, conc)
+        case = results.case(profile.id, point.id)
+        try:
+            m = measure(point, dep, gen, case, run_id=run_id, progress=progress, run_length=run_length)
+        except MeasurementFailed as failed:
+            store_failed(failed.measurement, results, failed.__cause__, extend(point) if extend else None)
+            pytest.fail(f"{point.id}: the probe at c{conc} failed: {failed.__cause__}", pytrace=False)
+        stored = store(m, results, extend(point) if extend else None)
+        verdict = judge(stored.result, profile, schema_errors=file_problems(stored.path))
+        stored = stored.with_verdict(verdict)
+        tier = next((t for t in stored.result.slo if t.tier == spec.tier), None)
+        probe = Probe(conc, tier.verdict if tier else None, tier.attainment if tier else None,
+                      tier.low if tier else None, tier.high if tier else None, point.id, verdict.passed)
+        search.add(probe)
+        not_measured += [f"{point.id}: {c.message.splitlines()[0]}" for c in verdict.checks
+                         if c.name in MEASURED and not c.ok]
+        log.info("%s: c%d %s", profile.id, conc, probe.verdict)
+    tier = profile.spec.slo[spec.tier]
+    answer = {"profile": profile.id, "tier": spec.tier, "limits": tier.limits, "target": tier.attainment,
+              "range": [search.lo, search.hi], "tolerance": spec.tolerance, **search.answer()}
+    write_atomic(results.search(profile.id), json.dumps(answer, indent=1) + "\n")
+    return {**answer, "not_measured": not_measured}

@@ -1,0 +1,72 @@
+"""#32 item 2: the search's decisions (servebench.results.search), offline: doubling from the range's low end, then
+bisection between the last met and the first not met, to the tolerance; unresolved probes never count as met; the
+answer with its bracket, why it ended, and a cliff warning. The live search runs in scripts/bench (benchmarks/
+test_sweep.py::test_search on the embedded default)."""
+
+import pytest
+
+from servebench.catalog.loader import Catalog
+from servebench.catalog.points import points, searches
+from servebench.core.errors import ConfigError
+from servebench.results.search import Probe, Search
+from tests.conftest import edit
+
+
+def run(truth, lo=1, hi=64, tolerance=0.25, max_probes=12, unresolved=()):
+    """Probe a server whose tier holds up to concurrency ``truth``, attainment 0.95 below and 0.4 above it."""
+    s = Search(lo, hi, tolerance, max_probes)
+    while (c := s.next()) is not None:
+        verdict = "unresolved" if c in unresolved else "met" if c <= truth else "missed"
+        s.add(Probe(c, verdict, 0.95 if c <= truth else 0.4))
+    return [p.concurrency for p in s.probes], s.answer()
+
+
+@pytest.mark.parametrize("truth", [1, 3, 5, 13, 20, 40, 63])
+def test_the_answer_brackets_the_true_boundary_within_the_tolerance(truth):
+    probes, a = run(truth)
+    last, first = a["bracket"]
+    assert last <= truth < first and first - last <= max(1, int(0.25 * last)), (probes, a)
+    assert a["answer"] == last and a["why"] == "bracketed within the tolerance (25%)"
+    assert probes[:3] == [1, 2, 4][:len(probes[:3])] and len(probes) <= 12       # doubling first
+
+
+def test_the_ends_of_the_range_and_the_probe_budget_are_said():
+    assert run(0)[1]["answer"] is None and run(0)[1]["why"] == "the lowest concurrency of the range does not meet the tier"
+    probes, a = run(100)
+    assert probes == [1, 2, 4, 8, 16, 32, 64] and a["bracket"] == [64, None]
+    assert a["why"] == "every probe met the tier, up to the range's top"
+    probes, a = run(100, max_probes=5)
+    assert probes == [1, 2, 4, 8, 16] and a["why"] == "stopped at 5 probes, still meeting the tier at c16"
+    probes, a = run(40, max_probes=8)
+    assert a["why"] == "stopped at 8 probes, before the bracket was within the tolerance" and a["bracket"] == [32, 48]
+
+
+def test_an_unresolved_probe_is_not_met_and_a_steep_fall_is_a_cliff():
+    probes, a = run(40, unresolved={32})                 # 32 might meet it: the answer stays below it
+    assert a["bracket"][1] <= 32 and a["answer"] < 32, (probes, a)
+    assert run(20)[1]["cliff"] == "attainment falls from 95% at c20 to 40% at c24: sharper than the probes resolve"
+    s = Search(1, 8, 0.25, 12)
+    for c, share in ((1, 0.99), (2, 0.97), (4, 0.9), (8, 0.8)):
+        s.add(Probe(c, "met" if share > 0.85 else "missed", share))
+    assert s.answer()["cliff"] is None                    # a gentle slope
+
+
+def test_a_search_profile_is_one_case_and_no_grid_points(recipes):
+    cat = Catalog.load(recipes)
+    (prof,) = searches(cat)
+    assert prof.id == "tiny-llama-cpu-vllm_search" and not [pt for pt in points(cat) if pt.profile is prof]
+    assert prof.spec.search.tier == "search" and prof.fingerprint != next(
+        p for p in cat.profiles if p.id == "tiny-llama-cpu-vllm").fingerprint
+
+
+@pytest.mark.parametrize("body, said", [
+    ("  search: {tier: fast}\n", "search.tier names the tier 'fast', which profile.slo does not define"),
+    ("  slo: {fast: {ttft_ms: 100}}\n  search: {tier: fast}\n  concurrency: [4]\n",
+     "a search needs its range in concurrency: [lowest, highest]")])
+def test_a_search_without_its_tier_or_its_range_is_refused_naming_the_file(recipes, body, said):
+    text = (recipes / "local/vllm.yaml").read_text().replace("  concurrency: [1, 4]\n", "")
+    (recipes / "local/vllm.yaml").write_text(text.replace("  layout: {tp: 1}\n", "  layout: {tp: 1}\n" + body +
+                                                          ("" if "concurrency" in body else "  concurrency: [1, 4]\n")))
+    with pytest.raises(ConfigError) as err:
+        Catalog.load(recipes)
+    assert "vllm.yaml" in str(err.value) and said in str(err.value), str(err.value)
