@@ -17,7 +17,8 @@ SEED = {
 
 
 def gb200(catalog):
-    return [p for p in catalog.profiles if p.cluster.name == "gb200-nv"]
+    """The GB200 grid (the seed's four profiles); dep_offload_search is beside it."""
+    return [p for p in catalog.profiles if p.cluster.name == "gb200-nv" and p.spec.search is None]
 
 
 def test_four_profiles_eighteen_points(catalog):

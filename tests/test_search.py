@@ -53,10 +53,26 @@ def test_an_unresolved_probe_is_not_met_and_a_steep_fall_is_a_cliff():
 
 def test_a_search_profile_is_one_case_and_no_grid_points(recipes):
     cat = Catalog.load(recipes)
-    (prof,) = searches(cat)
-    assert prof.id == "tiny-llama-cpu-vllm_search" and not [pt for pt in points(cat) if pt.profile is prof]
+    assert [p.id for p in searches(cat)] == ["kimi-k3-gb200-dep_offload_search", "tiny-llama-cpu-vllm_search"]
+    prof = searches(cat)[1]
+    assert not [pt for pt in points(cat) if pt.profile.spec.search is not None]
     assert prof.spec.search.tier == "search" and prof.fingerprint != next(
         p for p in cat.profiles if p.id == "tiny-llama-cpu-vllm").fingerprint
+
+
+def test_a_search_runs_only_when_named_so_selecting_a_profile_never_starts_its_search(pytester):
+    """`pytest -m gb200 -k dep_offload` is the offload grid's four points, as before the search profile beside it;
+    naming `search` in -m or -k selects searches."""
+    from tests.conftest import copy_suite
+    copy_suite(pytester.path)
+    got = {}
+    for args in (["-m", "gb200", "-k", "dep_offload"], ["-m", "gb200", "-k", "dep_offload_search"],
+                 ["-m", "local or search"]):
+        res = pytester.runpytest("--import-mode=importlib", "benchmarks", *args, "--collect-only", "-q")
+        got[" ".join(args)] = sorted(ln.split("[", 1)[1].rstrip("]") for ln in res.outlines if "::test_" in ln)
+    assert got["-m gb200 -k dep_offload"] == [f"kimi-k3-gb200-dep_offload-c{c}" for c in (128, 192, 256, 384)]
+    assert got["-m gb200 -k dep_offload_search"] == ["kimi-k3-gb200-dep_offload_search-search"]
+    assert "tiny-llama-cpu-vllm_search-search" in got["-m local or search"] and len(got["-m local or search"]) == 10
 
 
 @pytest.mark.parametrize("body, said", [
@@ -70,3 +86,11 @@ def test_a_search_without_its_tier_or_its_range_is_refused_naming_the_file(recip
     with pytest.raises(ConfigError) as err:
         Catalog.load(recipes)
     assert "vllm.yaml" in str(err.value) and said in str(err.value), str(err.value)
+
+
+def test_a_search_that_cannot_finish_in_its_job_is_refused_before_any_gpu_hour(recipes):
+    """Its probes share one allocation and cannot be split over several, as a grid's points can (allocations: fit)."""
+    edit(recipes / "kimi-k3/gb200/dep_offload_search.yaml", "max_probes: 6", "max_probes: 12")
+    _, problems = Catalog.read(recipes)
+    said = [str(p) for p in problems if "search's worst case" in str(p)]
+    assert len(said) == 1 and "12 probe(s)" in said[0] and "lower profile.search.max_probes" in said[0], said

@@ -128,6 +128,7 @@ def budget(p: Profile) -> Budget:
     point = load.duration_s + load.warmup_grace_s + STOP_MARGIN_S
     release = RELEASE_TIERS * (p.spec.stop_grace_s + KILL_WAIT_S)
     return Budget(seconds(p.recipe.slurm.time_limit), load_s, float(load.dataset_timeout_s or 0), float(point),
-                  len(p.spec.concurrency), float(p.recipe.health_check.timeout_seconds),
+                  p.spec.search.max_probes if p.spec.search is not None else len(p.spec.concurrency),
+                  float(p.recipe.health_check.timeout_seconds),
                   float(load.idle_wait_s + CLIENT_SETUP_S + INTERRUPT_GRACE_S),
                   float(PREFLIGHT_TIMEOUT_S + MOUNTS_TIMEOUT_S + release))

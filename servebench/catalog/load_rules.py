@@ -147,6 +147,11 @@ def time_budget(p: Profile) -> Iterator[Problem]:
         yield p.recipe_problem(["slurm", "time_limit"], f"the job's time limit {limit} is shorter than one point's "
                                f"allocation: {b.describe().rsplit(' = ', 1)[0].replace(f'{b.points} point(s)', '1 point')}"
                                f" = {human(one)}", f"raise slurm.time_limit to at least {clock(one)}")
+    elif p.spec.search is not None:           # a search runs in one allocation: its probes cannot be split
+        yield p.recipe_problem(["slurm", "time_limit"], f"the job's time limit {limit} ({human(b.limit_s)}) is shorter "
+                               f"than the search's worst case: {b.describe().replace('point(s)', 'probe(s)')}",
+                               f"raise slurm.time_limit to {clock(b.held_s())}, or lower profile.search.max_probes "
+                               "or the load's duration_s")
     elif p.spec.allocations == "one":
         parts = b.allocations()
         yield p.recipe_problem(["slurm", "time_limit"], f"the job's time limit {limit} ({human(b.limit_s)}) is shorter "

@@ -192,8 +192,10 @@ def gates(p: Profile) -> Iterator[Problem]:
         yield p.profile_problem(
             ["gates", "live_error_rate"], f"live gate {g.live} is stricter than the final gate "
             f"{g.error_rate}: runs would abort before they could fail properly", "make it >= error_rate")
-    stray = sorted(set(g.min_output_tps_per_gpu) - set(p.spec.concurrency))
-    if stray:
+    conc = p.spec.concurrency
+    stray = sorted(c for c in g.min_output_tps_per_gpu
+                   if (not min(conc) <= c <= max(conc) if p.spec.search is not None else c not in conc))
+    if stray:     # a search probes anywhere in its range: a floor there applies to a probe that lands on it
         yield p.profile_problem(
             ["gates", "min_output_tps_per_gpu"], f"floors for concurrencies {stray} not in the sweep",
             "key floors by concurrencies of this profile")

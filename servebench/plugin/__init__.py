@@ -37,6 +37,8 @@ BASE_MARKERS = {
     "local": "the embedded default benchmark on this machine (vLLM CPU, generated model)",
     "slurm": "needs a Slurm controller (CI starts a local one with scripts/slurm-local)",
     "offload": "the CPU KV-cache offload arm of a profile",
+    "search": "a search for the highest concurrency meeting an SLO tier (profile.search): runs only when the -m or "
+              "-k expression names `search`, so selecting a profile's points never starts its search too",
 }
 
 
@@ -135,10 +137,22 @@ def _search_cases(metafunc: pytest.Metafunc) -> None:
     params = [pytest.param(p.id, p.id, f"{p.id}-search", id=f"{p.id}-search",
                            marks=[*(getattr(pytest.mark, m) for m in p.cluster.markers + (["offload"] if p.offload
                                                                                           else [])),
-                                  pytest.mark.xdist_group(p.id)])
+                                  pytest.mark.search, pytest.mark.xdist_group(p.id)])
               for p in found]
     metafunc.parametrize(["sb_profile", "sb_allocation_key", "sb_search_case"], params, indirect=True,
                          scope="session")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A search runs only when asked for by name (`-m search`, `-k search`, or an expression naming it): `-k
+    dep_offload` selects that profile's points, not also the hours of its search profile."""
+    asked = "search" in f"{config.getoption('markexpr', '')} {config.getoption('keyword', '')}"
+    if asked:
+        return
+    searches = [i for i in items if i.get_closest_marker("search") is not None]
+    if searches:
+        config.hook.pytest_deselected(items=searches)
+        items[:] = [i for i in items if i.get_closest_marker("search") is None]
 
 
 @pytest.hookimpl(wrapper=True)
