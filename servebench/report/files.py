@@ -19,7 +19,7 @@ from pathlib import Path
 from servebench.core.files import write_atomic
 from servebench.core.format import number
 from servebench.core.results_folder import ReportFolder, ResultsFolder
-from servebench.report import gpuhours, offload, plots
+from servebench.report import ab, gpuhours, offload, plots
 from servebench.report.slo import searches_section, section as slo_section
 from servebench.results import metrics as registry
 from servebench.results.files import load_points
@@ -53,22 +53,27 @@ def _groups(points: list[PointResult]) -> dict[tuple[str, str], dict[str, list[P
     return groups
 
 
-def ab_section(pair: offload.Pair, rows: list[dict], measured_in: dict[str, list[int]]) -> str:
+def ab_section(pair: offload.Pair, rows: list[dict], measured_in: dict[str, list[int]],
+               found: dict | None = None) -> str:
     lines = [f"### Offload A/B: `{pair.offload}` vs `{pair.base}`", ""]
     if not rows:
         lines.append(f"No concurrency measured in both arms ({pair.base}: {measured_in.get(pair.base, [])}, "
                      f"{pair.offload}: {measured_in.get(pair.offload, [])}).")
         return "\n".join(lines) + "\n"
+    found = found or {}
     lines += ["| concurrency | base tok/s/GPU | offload tok/s/GPU | ratio | base TTFT p50 ms | offload TTFT p50 ms "
-              "| base local-cache share | offload local-cache share | offload CPU-tier share |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| base local-cache share | offload local-cache share | offload CPU-tier share | tok/s/GPU change [95%] "
+              "| TTFT p50 change [95%] | TTFT p99 change [95%] |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
     for row in rows:
         cells = [str(row["concurrency"]), number(row["base_tps_gpu"], "tok/s"), number(row["offload_tps_gpu"], "tok/s"),
                  number(row["ratio"], "ratio"), number(row["base_ttft_p50"], "ms"),
                  number(row["offload_ttft_p50"], "ms"), number(row["base_local_cache"], "share"),
-                 number(row["offload_local_cache"], "share"), number(row["cpu_tier"], "share")]
+                 number(row["offload_local_cache"], "share"), number(row["cpu_tier"], "share"),
+                 *ab.columns(found.get(row["concurrency"], {}))]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    verdict = ab.summary_line(found)
+    return "\n".join(lines) + ("\n\n" + verdict if verdict else "") + "\n"
 
 
 def markdown(rep: Report, plot_files: list[Path], ab_sections: list[str], held: str = "", searched: str = "") -> str:
@@ -141,7 +146,8 @@ def write(results_dir: Path, out_dir: Path | None = None, only: set[str] | None 
     sections = []
     for pair in offload.pairs(points):
         rows = offload.rows(points, pair)
-        sections.append(ab_section(pair, rows, {k: sorted(v) for k, v in measured_in.items()}))
+        sections.append(ab_section(pair, rows, {k: sorted(v) for k, v in measured_in.items()},
+                                   ab.gains(results_dir, points, pair)))
         path = plots.offload_ab(pair, rows, out.offload_ab(pair.base, pair.offload))
         if path:
             plot_files.append(path)

@@ -1,0 +1,58 @@
+"""#33 item 4: the offload A/B as a verdict. Per shared concurrency the offload arm's change in output tok/s per GPU
+and TTFT p50/p99, each with a 95% interval (within-run bootstrap of each arm's own requests) and a verdict; the
+lowest concurrency from which the offload pays. On a real H200 pair (ctx16k: base and CPU-offload at c8)."""
+
+import json
+import shutil
+
+from servebench.catalog.points import Point
+from servebench.core.results_folder import ResultsFolder
+from servebench.history.compare import Change
+from servebench.report import ab, offload
+from servebench.report.files import write
+from servebench.server import counters
+from tests.conftest import REPO, by_id, recorded
+
+H200 = REPO / "tests/data/h200/ctx16k"
+
+
+def folder_of_the_pair(catalog, tmp_path):
+    """A results folder as a session leaves it: both arms' points and their AIPerf records."""
+    out = ResultsFolder.at(tmp_path / "res")
+    out.points.mkdir(parents=True)
+    for arm, name in (("base", "llama-770m-h200-vllm"), ("offload", "llama-770m-h200-vllm_offload")):
+        prof = by_id(catalog, name)
+        before = counters.parse((H200 / f"{arm}-c8-before.prom").read_text())
+        after = counters.parse((H200 / f"{arm}-c8-after.prom").read_text())
+        r = recorded(Point(prof, 8), H200 / f"{arm}-c8", versions={"vllm": "0.26.0"}, before=before, after=after)
+        out.point(r.identity.case_id).write_text(json.dumps(r.dump()))
+        shutil.copytree(H200 / f"{arm}-c8", out.case(prof.id, r.identity.case_id).load_dir("aiperf"))
+    return out
+
+
+def test_each_shared_concurrency_gets_its_change_with_an_interval_and_a_verdict(catalog, tmp_path):
+    out = folder_of_the_pair(catalog, tmp_path)
+    rep = write(out.root)
+    (pair,) = offload.pairs(rep.points)
+    found = ab.gains(out.root, rep.points, pair)
+    tps = found[8]["output_tps_per_gpu"]
+    assert tps.low < tps.rel < tps.high and tps.basis == "within-run bootstrap", tps
+    assert tps.verdict in {"better", "worse", "within noise"} and tps.verdict == (
+        "better" if tps.low > 0 else "worse" if tps.high < 0 else "within noise")
+    assert set(found[8]) == set(ab.GAINS) and all(c.low is not None for c in found[8].values())
+    page = out.report.joinpath("report.md").read_text()
+    row = next(ln for ln in page.splitlines() if ln.startswith("| 8 |"))
+    assert tps.text() in row, (tps.text(), row)
+    assert "intervals: within-run bootstrap" in page
+
+
+def change(verdict):
+    return {"output_tps_per_gpu": Change("output_tps_per_gpu", 1.0, 1.1, 0.1, 0.0, 0.2, verdict)}
+
+
+def test_the_offload_pays_from_the_lowest_concurrency_better_at_it_and_above():
+    assert ab.pays_from({8: change("worse"), 32: change("better"), 64: change("better")}) == 32
+    assert ab.pays_from({8: change("better"), 32: change("within noise"), 64: change("better")}) == 64
+    assert ab.pays_from({8: change("better"), 32: change("worse")}) is None
+    assert ab.summary_line({8: change("better"), 32: change("better")}).startswith("**The offload pays from c8**")
+    assert ab.summary_line({8: change("worse")}).startswith("The offload is better with confidence")
