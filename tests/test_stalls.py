@@ -97,3 +97,18 @@ def test_a_bad_stall_bound_is_refused(catalog, value):
     prof = by_id(catalog, "tiny-llama-cpu-vllm")
     with pytest.raises(ValidationError, match="max_stall_s"):
         type(prof.spec.gates).model_validate({**prof.spec.gates.model_dump(), "max_stall_s": value})
+
+
+def test_the_servers_prompt_tokens_by_source_add_up_or_the_point_fails(catalog):
+    """#33 item 2: computed + GPU prefix cache + CPU tier = the server's prompt tokens over the window (exactly so
+    on every recorded point); a scrape that does not add up fails the point, saying by how much."""
+    prof = by_id(catalog, "tiny-llama-cpu-vllm")
+    data = json.loads(C1.read_text())
+    check = next(c for c in judge(result.parse(data), prof).checks if c.name == "counters")
+    assert check.ok and check.message.endswith("= 1,704,689) against the server's prompt tokens 1,704,689: they add up")
+    data["server"]["prompt_tokens"] *= 1.05
+    check = next(c for c in judge(result.parse(data), prof).checks if c.name == "counters")
+    assert not check.ok and ": off by 4.8% (> 1.0%)" in check.message, check.message
+    for key in ("prompt_tokens_local_compute", "prompt_tokens_local_cache_hit", "prompt_tokens_external"):
+        data["server"][key] = 0.0                                  # an older vLLM: no per-source counter
+    assert not [c for c in judge(result.parse(data), prof).checks if c.name == "counters"]

@@ -29,7 +29,7 @@ from servebench.results.verdict import judge
 
 log = logging.getLogger(__name__)
 # the checks that say a probe measured what it claims; the others (error rate, floors, the SLO gate) are its answer
-MEASURED = ("schema", "servers", "successful", "own_server", "records", "generator", "stall")
+MEASURED = ("schema", "servers", "successful", "own_server", "records", "generator", "stall", "counters")
 
 
 @pytest.fixture

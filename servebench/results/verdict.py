@@ -54,6 +54,9 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
     if ended is not None:
         checks.append(ended)
     checks.append(stall_check(result, g.max_stall_s))
+    added = counters_check(result)
+    if added is not None:
+        checks.append(added)
 
     rate = req.error_rate
     causes = ", ".join(f"{k} {v}" for k, v in req.errors_by_cause.items()) or "none classified"
@@ -117,6 +120,30 @@ def generator_ended(result: PointResult) -> Check | None:
     return Check(name="generator", ok=False, message=(
         f"{run.generator} {how} during the point: what it wrote is not a measurement of the window (its log: "
         f"{run.artifact_dir}/logs)"))
+
+
+COUNTER_TOLERANCE = 0.01
+
+
+def counters_check(result: PointResult) -> Check | None:
+    """The server's prompt tokens by where their KV came from (computed, GPU prefix cache, CPU tier: vLLM's
+    prompt_tokens_by_source) add up to its prompt tokens over the window, within 1% (#33). They do exactly on every
+    recorded point; a server whose counters do not cannot say what share the CPU tier served. None where the server
+    has no per-source counter (older vLLM) or no counters were read."""
+    s = result.server
+    if s is None:
+        return None
+    parts = (s.prompt_tokens_local_compute, s.prompt_tokens_local_cache_hit, s.prompt_tokens_external)
+    total = sum(parts)
+    if total == 0:
+        return None
+    off = abs(total - s.prompt_tokens) / max(s.prompt_tokens, 1.0)
+    said = (f"prompt tokens by source (computed {_count(parts[0])} + GPU prefix cache {_count(parts[1])} + CPU tier "
+            f"{_count(parts[2])} = {_count(total)}) against the server's prompt tokens {_count(s.prompt_tokens)}")
+    return _check("counters", off <= COUNTER_TOLERANCE, f"{said}: they add up",
+                  f"{said}: off by {number(off, 'share')} (> {number(COUNTER_TOLERANCE, 'share')}): the shares of "
+                  "where the window's KV came from do not describe it (a counter reset, or another server's "
+                  "counters in the scrape)")
 
 
 def slo_check(result: PointResult, tier: str) -> Check:
