@@ -56,3 +56,21 @@ def test_the_offload_pays_from_the_lowest_concurrency_better_at_it_and_above():
     assert ab.pays_from({8: change("better"), 32: change("worse")}) is None
     assert ab.summary_line({8: change("better"), 32: change("better")}).startswith("**The offload pays from c8**")
     assert ab.summary_line({8: change("worse")}).startswith("The offload is better with confidence")
+
+
+def test_arms_that_differ_in_more_than_the_offload_get_no_ratio_and_say_in_what(catalog, tmp_path):
+    """#33 item 3: a changed trace (another seed), other server versions or another layout void the comparison."""
+    out = folder_of_the_pair(catalog, tmp_path)
+    path = out.point("llama-770m-h200-vllm_offload-c8")
+    data = json.loads(path.read_text())
+    data["identity"]["load_fingerprint"] = "0" * 64                     # its sessions drawn with another seed
+    data["identity"]["versions"]["vllm"] = "0.27.0"
+    path.write_text(json.dumps(data))
+    rep = write(out.root)
+    (pair,) = offload.pairs(rep.points)
+    assert pair.shared == () and pair.differs == ("load (its trace: sessions, seed, shape)", "server versions")
+    assert offload.rows(rep.points, pair) == [] and ab.gains(out.root, rep.points, pair) == {}
+    page = out.report.joinpath("report.md").read_text()
+    assert "No verdict: the arms differ in more than the offload (load (its trace: sessions, seed, shape), server " \
+           "versions), so no ratio of theirs measures the offload." in page
+    assert "| 8 |" not in page.split("### Offload A/B", 1)[1]

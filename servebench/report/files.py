@@ -56,6 +56,10 @@ def _groups(points: list[PointResult]) -> dict[tuple[str, str], dict[str, list[P
 def ab_section(pair: offload.Pair, rows: list[dict], measured_in: dict[str, list[int]],
                found: dict | None = None) -> str:
     lines = [f"### Offload A/B: `{pair.offload}` vs `{pair.base}`", ""]
+    if pair.differs:
+        lines.append(f"No verdict: the arms differ in more than the offload ({', '.join(pair.differs)}), so no "
+                     "ratio of theirs measures the offload.")
+        return "\n".join(lines) + "\n"
     if not rows:
         lines.append(f"No concurrency measured in both arms ({pair.base}: {measured_in.get(pair.base, [])}, "
                      f"{pair.offload}: {measured_in.get(pair.offload, [])}).")

@@ -16,6 +16,7 @@ class Pair:
     base: str                 # profile ids
     offload: str
     shared: tuple[int, ...]   # concurrencies both arms measured
+    differs: tuple[str, ...] = ()   # what makes the arms no A/B of the offload alone (then no ratio is shown)
 
 
 def frontend(r: PointResult) -> str:
@@ -24,24 +25,35 @@ def frontend(r: PointResult) -> str:
     return r.identity.frontend or ("dynamo" if r.identity.versions.get("dynamo") else "vllm")
 
 
-def arm_key(r: PointResult) -> tuple:
-    """Everything two arms must share to be an A/B of the offload alone."""
+def family(r: PointResult) -> tuple:
+    """What makes two arms candidates for an A/B at all: the same model, cluster and frontend."""
+    return r.identity.model, r.identity.cluster, frontend(r)
+
+
+def arm_traits(r: PointResult) -> dict[str, object]:
+    """Everything else two arms must share to be an A/B of the offload alone, by what a mismatch is called."""
     i = r.identity
-    servers = tuple(sorted((k, v) for k, v in i.versions.items() if k in frontends.every_component()))
-    load = i.load_fingerprint or i.dataset
-    return (i.model, i.cluster, tuple(sorted(i.layout.model_dump().items())), frontend(r), servers, load)
+    return {"layout": tuple(sorted(i.layout.model_dump().items())),
+            "server versions": tuple(sorted((k, v) for k, v in i.versions.items()
+                                            if k in frontends.every_component())),
+            "load (its trace: sessions, seed, shape)": i.load_fingerprint or i.dataset}
 
 
 def pairs(points: list[PointResult]) -> list[Pair]:
-    arms: dict[tuple, dict[bool, dict[str, set[int]]]] = defaultdict(lambda: {True: defaultdict(set),
-                                                                               False: defaultdict(set)})
+    """Each offload arm with each base arm of its family; a pair whose arms differ in more than the offload says
+    in what (its ``differs``), and gets no ratio."""
+    arms: dict[tuple, dict[bool, dict[str, list[PointResult]]]] = defaultdict(
+        lambda: {True: defaultdict(list), False: defaultdict(list)})
     for r in points:
-        arms[arm_key(r)][r.identity.offload.enabled][r.identity.profile].add(r.identity.concurrency)
+        arms[family(r)][r.identity.offload.enabled][r.identity.profile].append(r)
     out = []
     for arm in arms.values():
-        for off, off_c in arm[True].items():
-            for base, base_c in arm[False].items():
-                out.append(Pair(base, off, tuple(sorted(off_c & base_c))))
+        for off, off_r in arm[True].items():
+            for base, base_r in arm[False].items():
+                differs = tuple(sorted({name for a in off_r for b in base_r
+                                        for name, value in arm_traits(a).items() if arm_traits(b)[name] != value}))
+                shared = {r.identity.concurrency for r in off_r} & {r.identity.concurrency for r in base_r}
+                out.append(Pair(base, off, () if differs else tuple(sorted(shared)), differs))
     return sorted(out, key=lambda p: (p.offload, p.base))
 
 
