@@ -30,6 +30,7 @@ from servebench.results.model import parse
 from servebench.results.model import problems as validate
 from servebench.results.point import store
 from servebench.results.schema import file_problems
+from servebench.results.slo import decider_for
 from servebench.results.verdict import judge
 from servebench.server.assembly import Assembly
 from servebench.server.generated import ensure_model
@@ -92,7 +93,7 @@ def run_point(prof, conc, dep, tmp_path, **kw):
     """One point measured by real AIPerf against ``dep`` and stored, as the sb_measured fixture does."""
     folder = ResultsFolder.at(tmp_path)
     m = measure(Point(prof, conc), dep, AiperfGenerator(str(AIPERF)), folder.case(prof.id, f"{prof.id}-c{conc}"),
-                run_id="live", **kw)
+                run_id="live", decide=decider_for(prof), **kw)
     return store(m, folder)
 
 
@@ -475,3 +476,19 @@ def test_a_search_probes_in_one_deployment_and_stores_each_probe_and_its_answer(
     for p in answer["probes"]:
         stored = json.loads(folder.point(p["case_id"]).read_text())
         assert stored["verdict"] is not None and stored["slo"][-1]["tier"] == "search" and stored["slo"][-1]["gated"] is False
+
+
+def test_a_decided_point_stops_once_its_slo_gate_is_met_with_confidence(adaptive_catalog, vllm_server, tmp_path):
+    """#32 item 3: `--run-length decide` on the real CPU server: a generous gated tier is met with confidence at an
+    early checkpoint (100 requests at least), long before the 120 s cap; the result says which rule stopped it."""
+    prof = profile(adaptive_catalog, "vllm")
+    prof = dataclasses.replace(prof, spec=prof.spec.model_copy(update={
+        "gates": prof.spec.gates.model_copy(update={"slo": "relaxed"}),
+        "slo": {"relaxed": prof.spec.slo["relaxed"].model_copy(update={"ttft_ms": 30_000.0, "e2e_ms": 60_000.0,
+                                                                         "attainment": 0.5})}}))
+    r = run_point(prof, 4, vllm_server, tmp_path, run_length="decide").result
+    assert r.run.mode == "decide" and r.run.stopped_at_s is not None and r.run.stopped_at_s < 90, r.run
+    assert r.run.stop_reason.startswith("decided: tier relaxed met at "), r.run.stop_reason
+    assert r.requests.completed >= 100 and r.run.was_cancelled is True
+    (tier,) = r.slo
+    assert tier.verdict == "met" and judge(r, prof).failures == []          # servebench's own stop is no abort

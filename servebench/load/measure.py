@@ -112,9 +112,10 @@ def stop_rule(point: Point, run_length: str | None = None) -> StopRule:
 
 def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseFolder, *, run_id: str,
             progress: Callable[[str], None] | None = None, tick_s: float = 15.0,
-            run_length: str | None = None) -> Measurement:
+            run_length: str | None = None, decide=None) -> Measurement:
     """Measure one point with the load generator where the plan's client runs, its counters scraped every slice
-    and, with an adaptive run length, stopped once its throughput is known (servebench.load.stopping);
+    and, with an adaptive run length, stopped once its throughput is known, or with ``decide`` (``decide(requests,
+    looks)``: the caller's verdict so far, a reason to stop or None) once its decision is (servebench.load.stopping);
     MeasurementFailed (with what was measured) when the run cannot complete."""
     load = point.profile.spec.load
     rule = stop_rule(point, run_length)
@@ -149,7 +150,9 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
 
         sampling = machine.start(dep.plan, dep.allocation, dep.machine, case)
         m.mode = rule.mode
-        control = stopping.Controller(rule, load.duration_s) if rule.mode == "adaptive" else None
+        control = (stopping.Controller(rule, load.duration_s) if rule.mode == "adaptive" else
+                   stopping.DecideController(rule, load.duration_s, lambda: generator.records(out_dir).requests,
+                                             decide) if rule.mode == "decide" and decide is not None else None)
         sampler = series.CounterSampler(dep, rule.slice_s)
 
         def completed() -> float:
@@ -174,7 +177,9 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
         if m.stop_reason is None:
             m.stop_reason = ("ran its whole duration_s: " + (control.decision.reason if control and control.decision
                                                              else "no checkpoint reached") if control is not None
-                             else f"fixed run length: duration_s {load.duration_s} s")
+                             else f"fixed run length: duration_s {load.duration_s} s" + (
+                                 " (decide: no SLO gate or search tier to decide on)" if rule.mode == "decide"
+                                 else ""))
         m.telemetry, m.power, sampling = sampling.stop(), sampling.power, None
         client.check_after(dep.plan.client, inv, m.exit_code, generator.wrote(out_dir))
     except BaseException as err:

@@ -71,3 +71,41 @@ class Controller:
         self.looks.append((round(elapsed, 1), found.reason))
         self.decision = found
         return found.reason if found.stop else None
+
+
+MIN_DECIDE_REQUESTS = 100      # a decision rests on at least this many profiled requests (see DecideController)
+
+
+class DecideController:
+    """``--run-length decide``: stop once the point's decision is known, not its number (#32). At the same
+    geometric checkpoints as the adaptive rule (after ``min_s``), the generator's profiled requests so far are
+    read and ``decide(requests, looks)`` answers with the reason to stop (its gate resolved) or None. ``looks`` is
+    how many checkpoints the run plans: a decider corrects its confidence for them (Bonferroni over the planned
+    looks, conservative beside O'Brien-Fleming's boundaries; Jennison and Turnbull, *Group Sequential Methods*,
+    2000), so stopping at the first look that resolves keeps the overall error at its nominal level. No decision
+    rests on fewer than MIN_DECIDE_REQUESTS requests: consecutive requests of an agentic replay are correlated, and
+    a burst of slow or fast ones at the start would otherwise decide alone. Pure: the caller reads and stops."""
+
+    def __init__(self, rule: StopRule, duration_s: float, read, decide):
+        self.rule, self.read, self.decide = rule, read, decide
+        self.pending = checkpoints(rule, duration_s)
+        self.planned = max(1, len(self.pending))
+        self.looks: list[tuple[float, str]] = []
+        self.decision: Decision | None = None
+
+    def poll(self, elapsed: float, *_) -> str | None:
+        if self.decision is not None and self.decision.stop:
+            return None
+        if not self.pending or elapsed < self.pending[0]:
+            return None
+        while self.pending and self.pending[0] <= elapsed:
+            self.pending.pop(0)
+        requests = [r for r in self.read() if r.profiled]
+        if len(requests) < MIN_DECIDE_REQUESTS:
+            found = Decision(False, f"{len(requests)} of the {MIN_DECIDE_REQUESTS} requests a decision needs")
+        else:
+            reason = self.decide(requests, self.planned)
+            found = Decision(reason is not None, reason or f"not resolved at {len(requests)} requests")
+        self.looks.append((round(elapsed, 1), found.reason))
+        self.decision = found
+        return found.reason if found.stop else None

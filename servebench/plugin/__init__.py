@@ -24,6 +24,7 @@ import pytest
 from servebench.catalog.clusters import load_clusters
 from servebench.cluster import Allocation, release_all
 from servebench.core.errors import ConfigError, Problem
+from servebench.recipe.schema.sweep import RUN_LENGTHS
 from servebench.core.files import DiskError, copy_atomic, disk_problem
 from servebench.core.results_folder import CaseFolder
 from servebench.plugin import hookspecs
@@ -67,9 +68,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="also fail a point that is worse with confidence than the same point of these runs of the "
                          "history (output tok/s per GPU, 95%% interval; see `servebench compare`)")
     group.addoption("--no-history", action="store_true", help="do not record this session's points in the history")
-    group.addoption("--run-length", choices=("fixed", "adaptive"), default=None,
-                    help="every point's run-length rule, over its profile's load.stop.mode: fixed (duration_s) or "
-                         "adaptive (stop once the throughput is precise and steady; README: Run length)")
+    group.addoption("--run-length", choices=RUN_LENGTHS, default=None,
+                    help="every point's run-length rule, over its profile's load.stop.mode: fixed (duration_s), "
+                         "adaptive (stop once the throughput is precise and steady) or decide (stop once the point's "
+                         "SLO gate, or a search probe's tier, is met or missed with confidence); docs/load.md")
     group.addoption("--load-bin", "--aiperf-bin", dest="load_bin", metavar="PATH",
                     help="the load generator's executable (default: the generator's own: AIPerf's is $AIPERF_BIN "
                          "or .venvs/aiperf/bin/aiperf)")

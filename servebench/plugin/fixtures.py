@@ -29,6 +29,7 @@ from servebench.report.summary import properties
 from servebench.results.model import PointResult, Verdict
 from servebench.results.point import Stored, reusable, reuse, store, store_failed
 from servebench.results.schema import file_problems
+from servebench.results.slo import decider_for
 from servebench.results.verdict import judge
 from servebench.server.ports import PortTaken
 from servebench.server import deploy, preflight
@@ -212,7 +213,8 @@ def sb_measured(sb_point: Point, sb_profile: Profile, sb_allocation_key: str, re
     case = session.results.case(sb_profile.id, sb_point.id)
     try:
         m = measure(sb_point, deployment, generator(sb_profile, config), case, run_id=session.run_id,
-                    progress=_status_line(config), run_length=config.getoption("run_length"))
+                    progress=_status_line(config), run_length=config.getoption("run_length"),
+                    decide=decider_for(sb_profile))
     except MeasurementFailed as failed:
         store_failed(failed.measurement, session.results, failed.__cause__, extend)
         cause = failed.__cause__

@@ -25,6 +25,7 @@ from servebench.recipe.profile import Profile
 from servebench.results.point import store, store_failed
 from servebench.results.schema import file_problems
 from servebench.results.search import Probe, Search
+from servebench.results.slo import decider_for
 from servebench.results.verdict import judge
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,8 @@ def run(profile: Profile, dep, results: ResultsFolder, run_id: str, gen: LoadGen
         point = Point(profile, conc)
         case = results.case(profile.id, point.id)
         try:
-            m = measure(point, dep, gen, case, run_id=run_id, progress=progress, run_length=run_length)
+            m = measure(point, dep, gen, case, run_id=run_id, progress=progress, run_length=run_length,
+                        decide=decider_for(profile, spec.tier))
         except MeasurementFailed as failed:
             store_failed(failed.measurement, results, failed.__cause__, extend(point) if extend else None)
             pytest.fail(f"{point.id}: the probe at c{conc} failed: {failed.__cause__}", pytrace=False)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PositiveInt, ValidationError
 
+from servebench.recipe.schema.sweep import RunLength
 from servebench.results.parts import Economics, Evidence, Machine, Series, SloTierResult, SteadyInfo, Telemetry, _Part
 
 SCHEMA_VERSION = 4
@@ -84,7 +85,7 @@ class RunInfo(_Part):
     server_died: str | None = Field(None, description="a server process no longer running after the point (one "
                                    "line: which, where, how it ended); the point then fails, saying so first")
     problems: list[str] = Field(default_factory=list, description="files the result was built without, and why")
-    mode: Literal["fixed", "adaptive"] = Field("fixed", description="the run-length rule (profile.load.stop)")
+    mode: RunLength = Field("fixed", description="the run-length rule (profile.load.stop)")
     stop_reason: str | None = Field(None, description="why the run ended when it did")
     stopped_at_s: float | None = Field(None, description="when servebench ended an adaptive run (None: it ran out)")
     planned_s: float | None = Field(None, description="the profile's duration_s: what the fixed plan measures")

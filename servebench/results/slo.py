@@ -44,7 +44,7 @@ def good(q: Request, tier: SloTier) -> bool:
 
 
 def tier_result(name: str, tier: SloTier, requests: list[Request], window_s: float | None, gpus: int,
-                gated: bool = False) -> dict:
+                gated: bool = False, z: float = 1.959964) -> dict:
     """The tier at one point, from its profiled requests (in any order; judged in the order they were sent)."""
     sent = sorted(requests, key=lambda q: (q.start_s is None, q.start_s or 0.0))
     flags = [good(q, tier) for q in sent]
@@ -52,7 +52,7 @@ def tier_result(name: str, tier: SloTier, requests: list[Request], window_s: flo
     share = k / n if n else None
     rho = lag1(flags)
     n_eff = effective_size(n, rho) if n else None
-    low, high = wilson(share, n_eff) if n else (None, None)
+    low, high = wilson(share, n_eff, z) if n else (None, None)
     verdict = None if share is None else ("met" if low >= tier.attainment else
                                           "missed" if high < tier.attainment else "unresolved")
     rate = window_s if window_s and window_s > 0 else None
@@ -86,3 +86,28 @@ def describe(t: SloTierResult) -> str:
     return (f"tier {t.tier} ({limits_text(t.limits)}): {number(t.attainment, 'share')} of {t.requests:,} requests "
             f"good, 95% interval [{number(t.low, 'share')}, {number(t.high, 'share')}] (Wilson, effective n "
             f"{t.effective_n:.0f}{rho}) against the target {number(t.target, 'share')}")
+
+
+def decider(name: str, tier: SloTier, gpus: int):
+    """``--run-length decide``'s verdict so far for one tier (servebench.load.stopping.DecideController): the
+    reason to stop once the tier is met or missed at the confidence that ``looks`` planned looks leave each
+    (Bonferroni: 1 - 0.05 / looks, two-sided), else None."""
+    from scipy.special import ndtri          # here: a pytest start does not load it
+
+    def decide(requests: list[Request], looks: int) -> str | None:
+        alpha = 0.05 / max(1, looks)
+        got = SloTierResult.model_validate(tier_result(name, tier, requests, None, gpus,
+                                                       z=float(ndtri(1 - alpha / 2))))
+        if got.verdict not in ("met", "missed"):
+            return None
+        return (f"decided: tier {name} {got.verdict} at {got.requests:,} requests, {number(got.attainment, 'share')} "
+                f"good, interval [{number(got.low, 'share')}, {number(got.high, 'share')}] at "
+                f"{1 - alpha:.2%} (95% over {looks} planned looks) against the target {number(got.target, 'share')}")
+    return decide
+
+
+def decider_for(profile, tier: str | None = None):
+    """The ``decide`` a point of ``profile`` is measured with: its search's ``tier`` when given, else its gated tier
+    (profile.gates.slo); None without either (``--run-length decide`` then runs the whole duration_s, saying so)."""
+    name = tier or profile.spec.gates.slo
+    return decider(name, profile.spec.slo[name], profile.topology.gpus) if name else None

@@ -11,7 +11,7 @@ The srt-slurm part stays pure srt-slurm, so the effective recipe can be handed t
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints, model_validator
 
@@ -133,13 +133,19 @@ class TraceShape(_Strict):
     subagent_rate: float = Field(0.2, ge=0, le=1)
 
 
+RunLength = Literal["fixed", "adaptive", "decide"]        # how long a point runs: the rule's modes, one owner
+RUN_LENGTHS = get_args(RunLength)
+
+
 class StopRule(_Strict):
     """How long a point runs (servebench.load.stopping; README: Run length). ``fixed``: the whole ``duration_s``
     (the seed's protocol). ``adaptive``: after ``min_s`` and ``min_requests``, at checkpoints growing by
     ``growth``, stop once the 95% interval of the throughput's mean (batch means after the MSER-5 warm-up) is within
-    ``target`` of it and the series is stationary; else run to ``duration_s``."""
+    ``target`` of it and the series is stationary; else run to ``duration_s``. ``decide``: at the same checkpoints,
+    stop once the point's SLO verdict is resolved (its gated tier, or a search's tier: met or missed with
+    confidence); else run to ``duration_s``."""
 
-    mode: Literal["fixed", "adaptive"] = "fixed"
+    mode: RunLength = "fixed"
     min_s: float = Field(120.0, gt=0, le=86400, description="no stop before this many seconds of the run")
     min_requests: StrictInt = Field(662, ge=0, le=10_000_000, description="nor before this many completed "
                                     "requests (MLPerf's minimum for a p99 at 99% confidence)")
