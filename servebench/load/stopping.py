@@ -51,32 +51,44 @@ def decide(rule: StopRule, rates: list[float], completed: float, elapsed: float)
     return Decision(False, "; ".join(why), a)
 
 
-class Controller:
-    """The rule applied live: ``poll(elapsed, rates, completed)`` is called often; it looks only at checkpoints."""
+class Checkpoints:
+    """Looks at a run only at its checkpoints: ``poll(elapsed, ...)`` is called often, ``look`` once per checkpoint
+    passed, and after a stop nothing more is said."""
 
     def __init__(self, rule: StopRule, duration_s: float):
         self.rule = rule
         self.pending = checkpoints(rule, duration_s)
+        self.planned = max(1, len(self.pending))          # the looks the run plans
         self.looks: list[tuple[float, str]] = []          # (checkpoint, what it found)
         self.decision: Decision | None = None
 
-    def poll(self, elapsed: float, rates, completed: float) -> str | None:
+    def look(self, elapsed: float, *args) -> Decision:
+        raise NotImplementedError
+
+    def poll(self, elapsed: float, *args) -> str | None:
         if self.decision is not None and self.decision.stop:
             return None
         if not self.pending or elapsed < self.pending[0]:
             return None
         while self.pending and self.pending[0] <= elapsed:
             self.pending.pop(0)
-        found = decide(self.rule, list(rates()), completed(), elapsed)
+        found = self.look(elapsed, *args)
         self.looks.append((round(elapsed, 1), found.reason))
         self.decision = found
         return found.reason if found.stop else None
 
 
+class Controller(Checkpoints):
+    """The adaptive rule applied live: ``poll(elapsed, rates, completed)``."""
+
+    def look(self, elapsed: float, rates, completed) -> Decision:
+        return decide(self.rule, list(rates()), completed(), elapsed)
+
+
 MIN_DECIDE_REQUESTS = 100      # a decision rests on at least this many profiled requests (see DecideController)
 
 
-class DecideController:
+class DecideController(Checkpoints):
     """``--run-length decide``: stop once the point's decision is known, not its number (#32). At the same
     geometric checkpoints as the adaptive rule (after ``min_s``), the generator's profiled requests so far are
     read and ``decide(requests, looks)`` answers with the reason to stop (its gate resolved) or None. ``looks`` is
@@ -87,25 +99,12 @@ class DecideController:
     a burst of slow or fast ones at the start would otherwise decide alone. Pure: the caller reads and stops."""
 
     def __init__(self, rule: StopRule, duration_s: float, read, decide):
-        self.rule, self.read, self.decide = rule, read, decide
-        self.pending = checkpoints(rule, duration_s)
-        self.planned = max(1, len(self.pending))
-        self.looks: list[tuple[float, str]] = []
-        self.decision: Decision | None = None
+        super().__init__(rule, duration_s)
+        self.read, self.decide = read, decide
 
-    def poll(self, elapsed: float, *_) -> str | None:
-        if self.decision is not None and self.decision.stop:
-            return None
-        if not self.pending or elapsed < self.pending[0]:
-            return None
-        while self.pending and self.pending[0] <= elapsed:
-            self.pending.pop(0)
+    def look(self, elapsed: float, *_) -> Decision:
         requests = [r for r in self.read() if r.profiled]
         if len(requests) < MIN_DECIDE_REQUESTS:
-            found = Decision(False, f"{len(requests)} of the {MIN_DECIDE_REQUESTS} requests a decision needs")
-        else:
-            reason = self.decide(requests, self.planned)
-            found = Decision(reason is not None, reason or f"not resolved at {len(requests)} requests")
-        self.looks.append((round(elapsed, 1), found.reason))
-        self.decision = found
-        return found.reason if found.stop else None
+            return Decision(False, f"{len(requests)} of the {MIN_DECIDE_REQUESTS} requests a decision needs")
+        reason = self.decide(requests, self.planned)
+        return Decision(reason is not None, reason or f"not resolved at {len(requests)} requests")
