@@ -164,15 +164,20 @@ def test_rehearse_without_a_scheduler_is_one_line(repo, tmp_path, monkeypatch):
     assert "servebench rehearse: cannot allocate on gb200-local: no Slurm client (sbatch) on PATH" in res.stderr
 
 
-def test_render_masks_a_credential_in_the_engines_flags(recipes):
+def test_a_credential_in_the_engines_flags_is_refused_and_never_printed(recipes):
     """#35: `api-key: sk_x` among a profile's engine flags was masked by `servebench recipe` and printed whole by
-    `servebench render` (a render pasted into an issue or a PR gives the key away)."""
+    `servebench render`, and the engine's own start-up log would write it into the results. Such a profile is now
+    refused before anything runs, naming the file and the flag, and no command prints the key."""
     edit(recipes / "local/vllm.yaml", "  frontend:\n    type: vllm\n",
          "  frontend:\n    type: vllm\n  backend:\n    vllm_config:\n      aggregated:\n        api-key: sk_x\n")
-    res = run_cli("--recipes", recipes, "render", "tiny-llama-cpu-vllm-c1")
-    assert res.returncode == 0, res.stderr
-    assert "sk_x" not in res.stdout and "--api-key '***'" in res.stdout
-    assert "--tokenizer " in res.stdout                                        # a tokenizer is no credential
+    for argv in (("render", "tiny-llama-cpu-vllm-c1"), ("matrix",), ("recipe", "vllm")):
+        res = run_cli("--recipes", recipes, *argv)
+        assert "sk_x" not in res.stdout + res.stderr, (argv, res.stdout, res.stderr)
+    res = run_cli("--recipes", recipes, "matrix")
+    assert res.returncode != 0 and "local/vllm.yaml" in res.stderr, res.stderr
+    assert "api-key is a credential: the engine writes it into its start-up log" in res.stderr
+    assert "fix: remove api-key: benchmark an endpoint without authentication" in res.stderr
+    assert "--tokenizer " in run_cli("render", "tiny-llama-cpu-vllm-c1").stdout     # a tokenizer is no credential
     from servebench.core.secrets import masked_argv
     assert masked_argv(["x", "--hf-token=abc", "--max-num-batched-tokens", "8", "--auth_secret", "s",
                         "--use-server-token-count", "--api-key", "--ui", "none"]) == \

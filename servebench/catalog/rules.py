@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 
 from servebench.catalog import capacity as capacity_model
 from servebench.core.errors import Problem
+from servebench.core.secrets import is_secret_flag
 from servebench.catalog.flag_rules import (entrypoint_flags, flag_types, frontend, headless_entrypoint,
                                           object_flags)
 from servebench.recipe.placeholders import SUITE_PLACEHOLDERS, placeholders, who_expands
@@ -201,6 +202,20 @@ def gates(p: Profile) -> Iterator[Problem]:
             "key floors by concurrencies of this profile")
 
 
+def credential_flags(p: Profile) -> Iterator[Problem]:
+    """Catches a credential among the engine flags (`api-key`, `hf-token`, ...): the engine logs its non-default
+    arguments into its start-up log, which every run keeps in its results, and the load generator sends no key, so
+    a server that wants one refuses every request. servebench masks such values wherever it prints them; the engine
+    does not."""
+    for name, value in p.flags.raw.items():
+        if is_secret_flag(f"--{name}") and value not in (None, False, ""):
+            yield p.recipe_problem(
+                [*FLAGS, name], f"{name} is a credential: the engine writes it into its start-up log (kept with the "
+                "results), and the load generator sends none, so the server would refuse its requests",
+                f"remove {name}: benchmark an endpoint without authentication (a token the engine needs to fetch the "
+                "model goes in an environment key such as HF_TOKEN, which servebench masks)")
+
+
 def identity(p: Profile) -> Iterator[Problem]:
     """Catches identity image ≠ model.container."""
     image = p.recipe.identity.container.image
@@ -293,6 +308,7 @@ RULES: dict[str, Rule] = {
     "offload-dram": offload_dram_budget,
     "gates": gates,
     "identity": identity,
+    "credentials": credential_flags,
     "entrypoint-flags": entrypoint_flags,
     "flag-types": flag_types,
     "object-flags": object_flags,
