@@ -48,8 +48,11 @@ def claim_junit(xmlpath: str | None):
     if not xmlpath:
         return None
     path = Path(os.path.expandvars(os.path.expanduser(xmlpath))).resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fh = open(path, "a")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a")
+    except OSError as err:
+        raise pytest.UsageError(f"--junitxml {xmlpath}: cannot write it ({err.strerror or err})") from None
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
