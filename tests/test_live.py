@@ -424,11 +424,16 @@ def descendants(name: str, where: str = "cmdline") -> list[int]:
 
 
 @pytest.mark.parametrize("what, said", [
-    ("EngineCore", "the server's token counters stood still for"),
-    ("aiperf", "the server had no request for")])
+    # the engine's gauges go still with it: a request sent while it is stopped shows as none running
+    ("EngineCore", ("requests running or waiting: a stopped or hung engine",
+                    "or an engine stopped before it took them in")),
+    ("aiperf", ("a stalled load generator (holding answers it did not read)",))])
 def test_a_frozen_engine_or_load_generator_fails_its_point_saying_which(catalog, vllm_server, tmp_path, what, said):
     """#35: SIGSTOP of vLLM's engine, or of AIPerf's processes, for 60 s passed c1. Here each is frozen for 8 s
-    from the first profiling tick, with profile.gates.max_stall_s at 4 s: the point fails on the stall alone."""
+    from the first profiling tick, with profile.gates.max_stall_s at 4 s: the point fails on the stall alone. AIPerf
+    is frozen at c4, so that requests are in flight when it stops (frozen between two turns of a c1 session past
+    the end of its duration, it sends nothing after and its window ends before the freeze: a shorter measurement,
+    not a wrong one)."""
     prof = profile(catalog, "vllm")
     prof = dataclasses.replace(prof, spec=prof.spec.model_copy(update={
         "gates": prof.spec.gates.model_copy(update={"max_stall_s": 4.0})}))
@@ -449,13 +454,14 @@ def test_a_frozen_engine_or_load_generator_fails_its_point_saying_which(catalog,
             timer.append(threading.Thread(target=freeze, daemon=True))
             timer[0].start()
     try:
-        r = run_point(prof, 1, vllm_server, tmp_path, progress=tick, tick_s=1).result
+        r = run_point(prof, 4 if what == "aiperf" else 1, vllm_server, tmp_path, progress=tick, tick_s=1).result
     finally:
         for t in timer:
             t.join(timeout=30)
     assert frozen, f"no {what} process was found to freeze"
     stall = next(c for c in judge(r, prof).checks if c.name == "stall")
-    assert not stall.ok and stall.message.startswith(said), (stall.message, r.series.model_dump())
+    assert not stall.ok and stall.message.startswith("the server's token counters stood still for "), stall.message
+    assert any(s in stall.message for s in said), (stall.message, r.series.model_dump())
     assert "profile.gates.max_stall_s = 4.0 s" in stall.message
 
 

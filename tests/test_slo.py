@@ -33,6 +33,7 @@ def test_correlated_requests_count_for_fewer_and_widen_the_interval():
     assert effective_size(100, None) == effective_size(100, -0.3) == 100.0     # no credit for anti-correlation
     assert effective_size(100, 0.5) == pytest.approx(100 / 3)
     assert lag1([1, 1, 1, 0, 0, 0] * 10) > 0.3 and lag1([1, 0] * 30) < -0.9 and lag1([1, 1, 1]) is None
+    assert lag1([1, 1, 1, 1, 0]) is None and lag1([0, 1, 1, 1, 1]) is None   # one side constant (a CI run's NaN)
     narrow, wide = wilson(0.9, 400), wilson(0.9, effective_size(400, 0.5))
     assert wide[0] < narrow[0] < 0.9 < narrow[1] < wide[1]
 
@@ -49,6 +50,15 @@ def test_a_request_is_good_only_when_every_limit_holds():
         SloTier(attainment=0.9)
     with pytest.raises(ValueError):
         SloTier(ttft_ms=100, attainment=1.0)       # no finite run shows a share of 1 with confidence
+
+
+def test_a_tier_whose_only_bad_request_is_the_last_is_judged_not_refused():
+    """A frozen engine left one request of five unfinished, last: its lag-1 correlation was NaN and the result
+    failed to validate, taking the point's verdict with it."""
+    sent = [Request("profiling", True, start_s=i, end_s=i + 0.5, ttft_ms=50, latency_ms=500, output_tokens=10)
+            for i in range(4)] + [Request("profiling", False, start_s=4.0)]
+    t = tier_result("chat", SloTier(ttft_ms=100), sent, 5.0, gpus=1)
+    assert (t["good"], t["requests"], t["lag1"], t["effective_n"]) == (4, 5, None, 5.0) and t["verdict"]
 
 
 def test_a_tier_on_real_requests_counts_them_corrects_for_their_correlation_and_gives_goodput():

@@ -22,9 +22,10 @@ def lag1(values) -> float | None:
     """The lag-1 autocorrelation of a sequence (None: fewer than 3 values, or all equal)."""
     import numpy as np
     z = np.asarray(values, dtype=float)
-    if len(z) < 3 or z.std() == 0:
+    if len(z) < 3 or z[:-1].std() == 0 or z[1:].std() == 0:     # one side constant: no correlation to speak of
         return None
-    return float(np.corrcoef(z[:-1], z[1:])[0, 1])
+    rho = float(np.corrcoef(z[:-1], z[1:])[0, 1])
+    return rho if math.isfinite(rho) else None
 
 
 def effective_size(n: int, rho: float | None) -> float:

@@ -180,12 +180,12 @@ def stall_check(result: PointResult, bound: float) -> Check:
                      "counters moved in every stretch of that length inside the measured window")
     st = found[0]
     when = f"{number(st.seconds, 's')} s (from {number(st.from_s, 's')} s to {number(st.to_s, 's')} s of the run)"
-    what = (f"the server's token counters stood still for {when} with {_count(st.in_flight)} requests running or "
-            "waiting: a stopped or hung engine" if st.kind == "server" else
-            f"the server had no request for {when}" + (
-                f" while {gen} held {_count(st.in_flight)} open: the load generator stalled"
-                if st.in_flight else f": {gen} sent nothing (a stalled load generator, or think time longer than "
-                "the bound)"))
+    what = f"the server's token counters stood still for {when} " + (
+        f"with {_count(st.in_flight)} requests running or waiting: a stopped or hung engine" if st.kind == "server" else
+        f"with no request running or waiting while {gen} held {_count(st.in_flight)} open: a stalled load generator "
+        "(holding answers it did not read), or an engine stopped before it took them in (its gauges went still too)"
+        if st.in_flight else f"with no request anywhere: {gen} sent nothing (a stalled load generator, or think time "
+        "longer than the bound)")
     return Check(name="stall", ok=False, message=f"{what}; the point's numbers include that time, so they are not a "
                  f"measurement of the server ({limit})")
 
