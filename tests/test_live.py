@@ -467,18 +467,19 @@ def test_a_frozen_engine_or_load_generator_fails_its_point_saying_which(catalog,
 
 def test_a_search_probes_in_one_deployment_and_stores_each_probe_and_its_answer(catalog, vllm_server, tmp_path):
     """#32: profile.search on the real CPU server (the module's one deployment): probes doubling from the range's
-    low end, each a stored and judged point, the answer beside them; a generous tier is met up to the range's top."""
+    low end, each a stored and judged point, the answer beside them; a generous tier is met up to the range's top
+    (two probes: the bisection is tests/test_search.py's, offline, and scripts/bench runs the whole search)."""
     from servebench.plugin.search import run
     prof = profile(catalog, "vllm_search")
     prof = dataclasses.replace(prof, spec=prof.spec.model_copy(update={
-        "concurrency": [1, 4], "load": prof.spec.load.model_copy(update={"duration_s": 5}),
+        "concurrency": [1, 2], "load": prof.spec.load.model_copy(update={"duration_s": 5}),
         "slo": {"search": prof.spec.slo["search"].model_copy(update={"ttft_ms": 30_000.0, "tpot_ms": 1000.0,
                                                                   "attainment": 0.5})}}))   # 5 s probes: few requests
     folder = ResultsFolder.at(tmp_path)
     answer = run(prof, vllm_server, folder, "live", AiperfGenerator(str(AIPERF)))
-    assert [p["concurrency"] for p in answer["probes"]] == [1, 2, 4] and answer["not_measured"] == [], answer
-    assert answer["answer"] == 4 and answer["bracket"] == [4, None] and all(p["verdict"] == "met" for p in answer["probes"])
-    assert json.loads(folder.search(prof.id).read_text())["answer"] == 4
+    assert [p["concurrency"] for p in answer["probes"]] == [1, 2] and answer["not_measured"] == [], answer
+    assert answer["answer"] == 2 and answer["bracket"] == [2, None] and all(p["verdict"] == "met" for p in answer["probes"])
+    assert json.loads(folder.search(prof.id).read_text())["answer"] == 2
     for p in answer["probes"]:
         stored = json.loads(folder.point(p["case_id"]).read_text())
         assert stored["verdict"] is not None and stored["slo"][-1]["tier"] == "search" and stored["slo"][-1]["gated"] is False
