@@ -94,3 +94,17 @@ def test_a_search_that_cannot_finish_in_its_job_is_refused_before_any_gpu_hour(r
     _, problems = Catalog.read(recipes)
     said = [str(p) for p in problems if "search's worst case" in str(p)]
     assert len(said) == 1 and "12 probe(s)" in said[0] and "lower profile.search.max_probes" in said[0], said
+
+
+def test_a_search_says_the_gpu_hours_and_energy_its_probes_measured():
+    s = Search(1, 8, 0.25, 12)
+    s.add(Probe(1, "met", 0.99, gpu_hours=0.5, energy_j=1000.0))
+    s.add(Probe(2, "missed", 0.5, gpu_hours=0.25, energy_j=600.0))
+    a = s.answer()
+    assert (a["gpu_hours_measured"], a["energy_j"]) == (0.75, 1600.0)
+    s.add(Probe(3, "missed", 0.4, gpu_hours=0.25))                   # a probe without power samples: no total
+    assert (s.answer()["gpu_hours_measured"], s.answer()["energy_j"]) == (1.0, None)
+    from servebench.report.slo import searches_section
+    text = searches_section([{**s.answer(), "profile": "p", "tier": "t", "limits": {"ttft_ms": 100.0},
+                              "target": 0.9}], {})
+    assert "It measured 1.0 GPU-hours." in text

@@ -78,8 +78,11 @@ def run(profile: Profile, dep, results: ResultsFolder, run_id: str, gen: LoadGen
         verdict = judge(stored.result, profile, schema_errors=file_problems(stored.path))
         stored = stored.with_verdict(verdict)
         tier = next((t for t in stored.result.slo if t.tier == spec.tier), None)
+        r = stored.result
         probe = Probe(conc, tier.verdict if tier else None, tier.attainment if tier else None,
-                      tier.low if tier else None, tier.high if tier else None, point.id, verdict.passed)
+                      tier.low if tier else None, tier.high if tier else None, point.id, verdict.passed,
+                      gpu_hours=(r.throughput.duration_s or 0.0) * r.throughput.gpus / 3600,
+                      energy_j=r.economics.energy_j if r.economics is not None else None)
         search.add(probe)
         not_measured += [f"{point.id}: {c.message.splitlines()[0]}" for c in verdict.checks
                          if c.name in MEASURED and not c.ok]

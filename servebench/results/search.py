@@ -25,6 +25,8 @@ class Probe:
     high: float | None = None
     case_id: str = ""
     passed: bool | None = None     # the probe's own verdict (its gates), apart from the tier
+    gpu_hours: float | None = None  # its measured window x its GPUs
+    energy_j: float | None = None   # its GPUs' board energy over that window (None: no power samples)
 
 
 @dataclass
@@ -85,5 +87,9 @@ class Search:
                f"stopped at {self.max_probes} probes, still meeting the tier at c{top}" if first_fail is None else
                f"bracketed within the tolerance ({self.tolerance:.0%})" if self.resolved() else
                f"stopped at {self.max_probes} probes, before the bracket was within the tolerance")
+        hours = [p.gpu_hours for p in self.probes if p.gpu_hours is not None]
+        joules = [p.energy_j for p in self.probes if p.energy_j is not None]
         return {"answer": last_pass, "bracket": [last_pass, first_fail], "why": why, "cliff": cliff,
+                "gpu_hours_measured": sum(hours) if hours else None,
+                "energy_j": sum(joules) if len(joules) == len(self.probes) else None,
                 "probes": [p.__dict__ for p in self.probes]}
