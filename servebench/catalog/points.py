@@ -29,7 +29,7 @@ class Point:
 
     @property
     def markers(self) -> list[str]:
-        return self.profile.cluster.markers + (["offload"] if self.profile.offload else [])
+        return self.profile.markers
 
     def as_dict(self) -> dict:
         p = self.profile

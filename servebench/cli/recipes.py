@@ -94,7 +94,7 @@ class MatrixCommand(Command):
         for p in found:         # one case each; its probes are chosen as it runs
             c = p.spec.concurrency
             print(f"{p.id + '-search':40} {p.cluster.name:10} {str(p.spec.layout):22} {p.topology.gpus:>4}  "
-                  f"{','.join(p.cluster.markers)}  (search c{min(c)}-c{max(c)} for tier {p.spec.search.tier})")
+                  f"{','.join(p.markers)}  (search c{min(c)}-c{max(c)} for tier {p.spec.search.tier})")
         from servebench.server.assembly import launch_problems
         profiles = {pt.profile.id for pt in pts} | {p.id for p in found}
         unseen = [line for p in cat.profiles if p.id in profiles for line in launch_problems(p)]

@@ -25,7 +25,7 @@ from servebench.catalog.clusters import load_clusters
 from servebench.cluster import Allocation, release_all
 from servebench.core.errors import ConfigError, Problem
 from servebench.recipe.schema.sweep import RUN_LENGTHS
-from servebench.core.files import DiskError, copy_atomic, disk_problem
+from servebench.core.files import copy_atomic, disk_problem
 from servebench.core.results_folder import CaseFolder
 from servebench.plugin import hookspecs
 from servebench.plugin.session import ALLOCATION, NAME, ServebenchSession, of
@@ -137,9 +137,8 @@ def _search_cases(metafunc: pytest.Metafunc) -> None:
     except ConfigError as err:
         pytest.fail(f"invalid recipe(s):\n{err}", pytrace=False)
     params = [pytest.param(p.id, p.id, f"{p.id}-search", id=f"{p.id}-search",
-                           marks=[*(getattr(pytest.mark, m) for m in p.cluster.markers + (["offload"] if p.offload
-                                                                                          else [])),
-                                  pytest.mark.search, pytest.mark.xdist_group(p.id)])
+                           marks=[*(getattr(pytest.mark, m) for m in p.markers), pytest.mark.search,
+                                  pytest.mark.xdist_group(p.id)])
               for p in found]
     metafunc.parametrize(["sb_profile", "sb_allocation_key", "sb_search_case"], params, indirect=True,
                          scope="session")
@@ -197,5 +196,5 @@ def keep_logs(processes, case: CaseFolder) -> list[str]:
             copy_atomic(proc.log, case.server_log(proc.name, proc.rank))
         except OSError as err:
             log.warning("could not keep %s: %s", proc.log, err)
-            missed.append(f"{err.strerror if isinstance(err, DiskError) else err}; the original is still {proc.log}")
+            missed.append(f"{disk_problem(err) or err}; the original is still {proc.log}")
     return missed

@@ -24,7 +24,7 @@ from servebench.plugin.session import ALLOCATION, of
 from servebench.recipe.profile import Profile
 from servebench.results.point import store, store_failed
 from servebench.results.schema import file_problems
-from servebench.results.search import Probe, Search
+from servebench.results.search import Search, probe_of
 from servebench.results.slo import decider_for
 from servebench.results.verdict import judge
 
@@ -77,18 +77,13 @@ def run(profile: Profile, dep, results: ResultsFolder, run_id: str, gen: LoadGen
         stored = store(m, results, extend(point) if extend else None)
         verdict = judge(stored.result, profile, schema_errors=file_problems(stored.path))
         stored = stored.with_verdict(verdict)
-        tier = next((t for t in stored.result.slo if t.tier == spec.tier), None)
-        r = stored.result
-        probe = Probe(conc, tier.verdict if tier else None, tier.attainment if tier else None,
-                      tier.low if tier else None, tier.high if tier else None, point.id, verdict.passed,
-                      gpu_hours=(r.throughput.duration_s or 0.0) * r.throughput.gpus / 3600,
-                      energy_j=r.economics.energy_j if r.economics is not None else None)
+        probe = probe_of(conc, stored.result, spec.tier, verdict.passed)
         search.add(probe)
         not_measured += [f"{point.id}: {c.message.splitlines()[0]}" for c in verdict.checks
                          if c.name in MEASURED and not c.ok]
         log.info("%s: c%d %s", profile.id, conc, probe.verdict)
-    tier = profile.spec.slo[spec.tier]
-    answer = {"profile": profile.id, "tier": spec.tier, "limits": tier.limits, "target": tier.attainment,
+    goal = profile.spec.slo[spec.tier]
+    answer = {"profile": profile.id, "tier": spec.tier, "limits": goal.limits, "target": goal.attainment,
               "range": [search.lo, search.hi], "tolerance": spec.tolerance, **search.answer()}
     write_atomic(results.search(profile.id), json.dumps(answer, indent=1) + "\n")
     return {**answer, "not_measured": not_measured}

@@ -18,7 +18,7 @@ from servebench.catalog.loader import Catalog
 from servebench.catalog.points import Point, points
 from servebench.cluster import Allocation, release_all
 from servebench.core.errors import ConfigError
-from servebench.core.files import DiskError, link_atomic, write_atomic
+from servebench.core.files import disk_problem, link_atomic, write_atomic
 from servebench.core.results_folder import ReportFolder, ResultsFolder
 from servebench.plugin.collector import Collector
 from servebench.recipe.profile import Profile
@@ -190,7 +190,7 @@ class ServebenchSession:
                 self.summary_path = write_atomic(self.results.summary,
                                                  "# servebench results\n\n" + self.collector.markdown())
         except OSError as err:
-            self.disk_error = f"{err.strerror if isinstance(err, DiskError) else err}; what was written before " \
+            self.disk_error = f"{disk_problem(err) or err}; what was written before " \
                               f"is kept in {self.results.root}"
             log.error("%s", self.disk_error)
             return result

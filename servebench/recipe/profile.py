@@ -77,6 +77,11 @@ class Profile:
         return self.spec.labels.kv_offloading != "none"
 
     @property
+    def markers(self) -> list[str]:
+        """The pytest markers of this profile's cases: its cluster's, and ``offload`` for an offload arm."""
+        return self.cluster.markers + (["offload"] if self.offload else [])
+
+    @property
     def served_model_name(self) -> str:
         return str(self.flags.value("served-model-name") or self.recipe.model.path)
 

@@ -37,13 +37,17 @@ def searches_section(answers: list[dict], plot_names: dict[str, str]) -> str:
     lines = ["## Searches", ""]
     for a in answers:
         last, first = a["bracket"]
-        lines += [f"**{a['profile']}**: the highest concurrency meeting tier {a['tier']} ({limits_text(a['limits'])}, "
-                  f"{number(a['target'], 'share')} of requests) is **{'none' if last is None else f'c{last}'}**; "
-                  f"bracket [{last}, {first}]; {a['why']}." + (f" Cliff: {a['cliff']}." if a.get("cliff") else "") +
-                  (f" It measured {number(a['gpu_hours_measured'], 'rate')} GPU-hours" + (f" and {number(a['energy_j'] / 1000, 'rate')} kJ of GPU energy"
-                                    if a.get("energy_j") is not None else "") + "."
-                   if a.get("gpu_hours_measured") is not None else "") +
-                  (f" Plot: `{plot_names[a['profile']]}`." if a["profile"] in plot_names else ""), "",
+        notes = [f"Cliff: {a['cliff']}."] if a.get("cliff") else []
+        if a.get("gpu_hours_measured") is not None:
+            energy = a.get("energy_j")
+            notes.append(f"It measured {number(a['gpu_hours_measured'], 'rate')} GPU-hours" +
+                         (f" and {number(energy / 1000, 'rate')} kJ of GPU energy." if energy is not None else "."))
+        if a["profile"] in plot_names:
+            notes.append(f"Plot: `{plot_names[a['profile']]}`.")
+        lines += [" ".join([f"**{a['profile']}**: the highest concurrency meeting tier {a['tier']} "
+                            f"({limits_text(a['limits'])}, {number(a['target'], 'share')} of requests) is "
+                            f"**{'none' if last is None else f'c{last}'}**; bracket [{last}, {first}]; {a['why']}.",
+                            *notes]), "",
                   "| probe | concurrency | attainment [95%] | verdict |", "|---|---:|---|---|"]
         for i, p in enumerate(a["probes"], 1):
             lines.append(f"| {i} | {p['concurrency']} | {number(p['attainment'], 'share')} "
