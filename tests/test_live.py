@@ -381,8 +381,8 @@ def test_a_drifting_server_is_reported_not_steady_and_runs_to_its_cap(adaptive_c
     and require_steady fails the point saying so."""
     prof = profile(adaptive_catalog, "vllm")
     prof = dataclasses.replace(prof, spec=prof.spec.model_copy(update={
-        "load": prof.spec.load.model_copy(update={"duration_s": 50, "stop": prof.spec.load.stop.model_copy(
-            update={"slice_s": 0.5})}),
+        "load": prof.spec.load.model_copy(update={"duration_s": 30, "stop": prof.spec.load.stop.model_copy(
+            update={"slice_s": 0.25})}),
         "gates": prof.spec.gates.model_copy(update={"require_steady": True})}))
     dep = fake(prof, tmp_path, tiny_model, "--itl-ms", "15", "--decay-per-s", "0.1")
     try:

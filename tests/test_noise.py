@@ -64,3 +64,21 @@ def test_noise_alone_rarely_crosses_the_interval():
         outside += not (low <= 0 <= high)
         trials += 1
     assert outside / trials < 0.09
+
+
+@pytest.mark.parametrize("n, p, confidence", [(459, 0.99, 0.99), (460, 0.99, 0.99), (600, 0.99, 0.99),
+                                              (50, 0.5, 0.95), (300, 0.9, 0.99), (200, 0.99, 0.8)])
+def test_the_quantile_bound_is_the_order_statistic_the_exact_binomial_gives(n, p, confidence):
+    """The upper bound of the p-quantile is the k-th smallest value, k the smallest with P(Binom(n, p) <= k - 1) >=
+    confidence (the distribution-free order-statistic bound), checked against the CDF summed exactly in rationals."""
+    from fractions import Fraction
+    from servebench.load.steady import needed, quantile_upper
+    values = [float(i) for i in range(n)]                 # the k-th smallest is k - 1
+    if n < needed(p, confidence):
+        assert quantile_upper(values, p, confidence) is None
+        return
+    q, cdf, k = Fraction(p).limit_denominator(10**6), Fraction(0), 0
+    while cdf < Fraction(confidence).limit_denominator(10**6):
+        cdf += math.comb(n, k) * q ** k * (1 - q) ** (n - k)
+        k += 1
+    assert quantile_upper(values, p, confidence) == min(k, n) - 1

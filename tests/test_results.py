@@ -330,3 +330,30 @@ def test_a_per_request_export_cut_short_fails_the_point(catalog, tmp_path):
                for m in failures(r, p)), failures(r, p)
     whole = build(p)
     assert whole["requests"]["recorded"] == 96 and not any("per-request export" in m for m in failures(whole, p))
+
+
+def test_a_stopped_run_is_judged_on_what_the_stopping_rule_saw_not_on_its_drain():
+    """The CI run of 2026-12-03: the rule stopped a point "precise and steady" on 8 batch means, and the result,
+    analysed over the requests draining after the stop as well, said stationarity unknown (7 batches after a longer
+    warm-up cut). A stopped run's steady state is now the one the rule judged."""
+    import random
+    from types import SimpleNamespace
+
+    from servebench.load.series import Sample, token_rates
+    from servebench.load.steady import analyse
+    from servebench.results.build import steady_block
+    from servebench.server.counters import Snapshot
+    rng, tokens, samples = random.Random(7), 0.0, []
+    for i in range(130):                 # 0.5 s slices: steady to the stop at 50 s, then the requests drain
+        rate = 100 + rng.gauss(0, 4) if i < 100 else max(0.0, 100 - 7 * (i - 99))
+        samples.append(Sample(i * 0.5, Snapshot(generation_tokens=tokens)))
+        tokens += rate * 0.5
+    m = SimpleNamespace(samples=samples, stop_samples=101, run_started=1000.0,
+                        records=SimpleNamespace(profiled=[SimpleNamespace(end_s=1064.5)]))
+    seen = analyse(token_rates(samples[:101]), 0.5)
+    got = steady_block(m, gpus=1)
+    assert (got["batches"], got["stationary"], got["truncated_s"]) == (seen.batches, seen.stationary, seen.truncated_s)
+    assert got["stationary"] is True
+    m.stop_samples = None                                 # a run that ran out: judged to its last request's end
+    whole = steady_block(m, gpus=1)
+    assert whole["mean_output_tps"] < got["mean_output_tps"]

@@ -63,6 +63,7 @@ class Measurement:
     mode: str = "fixed"                  # the run-length rule that ran (profile.load.stop.mode, or --run-length)
     stop_reason: str | None = None       # why the run ended when it did
     stopped_at_s: float | None = None    # when servebench ended it (None: it ran out)
+    stop_samples: int | None = None      # the counters' samples the stopping rule had seen when it stopped the run
     looks: list = field(default_factory=list)          # (checkpoint s, what the stopping rule found)
     run_started: float | None = None     # wall clock when the generator started (the series' zero)
 
@@ -163,6 +164,7 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
             reason = control.poll(elapsed, sampler.rates, completed) if control is not None else None
             if reason:
                 m.stop_reason, m.stopped_at_s = reason, round(elapsed, 1)
+                m.stop_samples = len(sampler.snapshot())
                 log.info("%s: %s", point.id, reason)
             return reason
         m.run_started = time.time()

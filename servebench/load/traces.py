@@ -41,12 +41,15 @@ class TraceSpec:
 
 
 def _words(rng: random.Random, n: int) -> str:
-    out = []
+    """``n`` words, each a code word (40%) or one to three syllables. The draws are ``rng.random``,
+    ``rng.choice`` and ``rng.randint(1, 3)``, written as the ``_randbelow`` calls they make (CPython's
+    random.py), so the same seed gives the same bytes at a third of the cost (tests/test_load.py pins them)."""
+    below, uniform, out = rng._randbelow, rng.random, []
     for _ in range(n):
-        if rng.random() < 0.4:
-            out.append(rng.choice(_CODE))
+        if uniform() < 0.4:
+            out.append(_CODE[below(len(_CODE))])
         else:
-            out.append("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3))))
+            out.append("".join([_SYLLABLES[below(len(_SYLLABLES))] for _ in range(1 + below(3))]))
     return " ".join(out)
 
 

@@ -17,6 +17,15 @@ def _pyplot():
     return plt
 
 
+def _save(fig, out: Path, **margins) -> Path:
+    """Write the figure with fixed margins (``fig.subplots_adjust``; tight_layout drew every plot twice, a third
+    of its cost) and close it."""
+    fig.subplots_adjust(**{"left": 0.1, "right": 0.97, "bottom": 0.1, "top": 0.92, **margins})
+    fig.savefig(out)
+    _pyplot().close(fig)
+    return out
+
+
 def pareto(model: str, cluster: str, profiles: dict[str, list[PointResult]], out: Path) -> Path | None:
     """Output tok/s per GPU against tok/s per user, one curve per profile, points labelled with their concurrency."""
     plt = _pyplot()
@@ -48,10 +57,7 @@ def pareto(model: str, cluster: str, profiles: dict[str, list[PointResult]], out
     ax.set_title(f"{model} on {cluster}: throughput vs interactivity (labels: concurrency)")
     ax.grid(True, alpha=0.3)
     ax.legend(title="profile", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return _save(fig, out)
 
 
 def offload_ab(pair: Pair, rows: list[dict], out: Path) -> Path | None:
@@ -74,10 +80,7 @@ def offload_ab(pair: Pair, rows: list[dict], out: Path) -> Path | None:
     a2.set_ylabel("TTFT p50 (ms)")
     a2.set_title("time to first token")
     fig.suptitle(f"CPU KV offload A/B: {pair.offload} vs {pair.base}")
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return _save(fig, out, left=0.08, top=0.84, wspace=0.3)
 
 
 def point_series(r: PointResult, out: Path) -> Path | None:
@@ -113,10 +116,7 @@ def point_series(r: PointResult, out: Path) -> Path | None:
     for ax in axes.flat:
         ax.grid(True, alpha=0.3)
     fig.suptitle(f"{r.identity.case_id}: the point over time ({s.slice_s:g} s slices)")
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return _save(fig, out, left=0.08, top=0.9, hspace=0.12, wspace=0.25)
 
 
 def search(answer: dict, out: Path) -> Path | None:
@@ -151,7 +151,4 @@ def search(answer: dict, out: Path) -> Path | None:
                  fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return _save(fig, out, bottom=0.13, top=0.92)

@@ -158,12 +158,15 @@ def measured_window(m: Measurement) -> tuple:
 
 def profiled_samples(m: Measurement) -> list:
     """The counters' samples up to the profiling phase's end (its last request's end), as the stopping rule saw
-    them (servebench.load.steady leaves out the idle slices before the generator's first request)."""
+    them (servebench.load.steady leaves out the idle slices before the generator's first request). A run the rule
+    stopped is judged on what the rule saw when it stopped: the requests draining after the stop are no steady
+    state, and with them the result could call unknown what the stop reason called stationary."""
+    samples = m.samples[:m.stop_samples] if m.stop_samples and m.stop_samples >= 2 else m.samples
     ends = [r.end_s for r in m.records.profiled if r.end_s is not None]
     if not ends or m.run_started is None:
-        return m.samples
-    inside = [s for s in m.samples if s.t <= max(ends) - m.run_started]
-    return inside if len(inside) >= 2 else m.samples
+        return samples
+    inside = [s for s in samples if s.t <= max(ends) - m.run_started]
+    return inside if len(inside) >= 2 else samples
 
 
 def steady_block(m: Measurement, gpus: int) -> dict | None:
