@@ -30,7 +30,7 @@ def test_recipe_prints_the_merged_overlay(repo):
     assert doc["recipe"]["slurm"]["time_limit"] == "12:00:00"
     assert doc["profile"]["gates"] == {"error_rate": 0.1, "live_error_rate": None, "min_output_tps_per_gpu": {},
                                        "min_concurrency_ratio": 0.9, "max_issue_latency_ms": 50.0, "allow_client_bound": False,
-                                       "require_steady": False, "token_ratio_tolerance": 0.1, "max_stall_s": 30.0, "slo": None,
+                                       "require_steady": False, "token_ratio_tolerance": 0.1, "max_stall_s": 30.0, "slo": None, "bound": None,
                                        "baseline_tolerance": 0.45}
     assert res.stdout.startswith("# kimi-k3-gb200-dep_offload: effective recipe of recipes/kimi-k3/gb200/dep_offload.yaml")
 

@@ -193,6 +193,14 @@ def test_real_aiperf_point_on_real_server(catalog, vllm_server, tmp_path):
     assert node["host"] == socket.gethostname() and node["cores"] >= 1 and node["memory_gib"] > 0
     assert node["gpus"] == [] and node["problems"] == ["no nvidia-smi on this node: no GPU record, no telemetry"]
     assert r["telemetry"] is None
+    # #34: the host record holds the engine core (found by its parent: it writes its title over its environment), the
+    # API server and the load generator, each with its CPU; the point's bound is judged with that evidence
+    seen = {(p["name"], p["role"]) for p in r["host"]["processes"]}
+    assert {("VLLM::EngineCore", "server"), ("python vllm.entrypoints.openai.api_server", "server")} <= seen, seen
+    assert any(role == "client" and "aiperf" in name for name, role in seen), seen
+    engine = next(p for p in r["host"]["processes"] if p["name"] == "VLLM::EngineCore")
+    assert 0 < engine["cores_mean"] <= engine["cores_max"] and r["host"]["nodes"][0]["samples"] >= 5
+    assert r["bound"]["bound"] in ("client", "load", "host") and r["bound"]["evidence"]["active_slices"] > 0
 
 
 def test_server_dying_at_startup_fails_with_its_log_tail(catalog, tiny_model, tmp_path):

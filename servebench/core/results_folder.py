@@ -79,6 +79,10 @@ class CaseFolder:
         """GPU telemetry sampled on ``node`` during the point (nvidia-smi's CSV)."""
         return self.root / f"telemetry-{node}.csv"
 
+    def host_samples(self, rank: int) -> Path:
+        """The CPU use of the point's processes sampled on node rank ``rank`` (servebench.server.host; JSON lines)."""
+        return self.root / f"host-{rank}.jsonl"
+
     def load_work(self, generator: str) -> Path:
         """Scratch the generator may keep between its own steps (dataset mmap, caches)."""
         return self.root / f"{generator}-work"

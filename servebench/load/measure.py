@@ -21,7 +21,7 @@ from servebench.load.generator import LoadGenerator, LoadJob
 from servebench.load.progress import Phases
 from servebench.load.records import LoadRecords
 from servebench.cluster import ProcessDied
-from servebench.server import counters, machine
+from servebench.server import counters, host, machine
 from servebench.server.deploy import Deployment, ServerError
 from servebench.recipe.schema.sweep import StopRule
 from servebench.catalog.budget import STOP_MARGIN_S as GRACE_S
@@ -58,6 +58,7 @@ class Measurement:
     machine: list[dict] = field(default_factory=list)    # each host's record (the deployment's)
     machine_extra: dict = field(default_factory=dict)    # a site's machine fields
     telemetry: dict | None = None        # GPU samples during the run (servebench.server.machine)
+    host: dict | None = None             # each process's CPU time per second during the run (servebench.server.host)
     power: list = field(default_factory=list)   # every GPU power sample: (wall clock, GPU uuid, W)
     samples: list = field(default_factory=list)        # the counters every slice (servebench.load.series)
     mode: str = "fixed"                  # the run-length rule that ran (profile.load.stop.mode, or --run-length)
@@ -124,7 +125,7 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
     m = Measurement(point, case, run_id, generator.name, LoadRecords(generator.name), started_at=now(),
                     versions=dict(dep.versions), logs=[str(p.log) for p in dep.processes.values()],
                     machine=list(dep.machine), machine_extra=dict(dep.machine_extra))
-    sampling = None
+    sampling = hostload = None
     out_dir = case.load_dir(generator.name)
     try:
         idle, m.idle_wait_s = dep.wait_idle(timeout=load.idle_wait_s)
@@ -133,6 +134,7 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
                           "the previous point's requests would leak into this one")
         dep.check_answering()        # before the load: the server that answers is this deployment's own
         inv = generator.invocation(job_for(point, dep.plan, case, run_id))
+        inv.env.update(host.client_env(dep.token))     # the host samplers count the load generator by it
         out_dir = inv.out_dir
         m.before = dep.counters()
 
@@ -150,6 +152,7 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
             progress(f"{point.id}: {phases.line(elapsed, done)}, {generator.progress(out_dir)}")
 
         sampling = machine.start(dep.plan, dep.allocation, dep.machine, case)
+        hostload = host.start(dep.plan, dep.allocation, dep.token, case)
         m.mode = rule.mode
         control = (stopping.Controller(rule, load.duration_s) if rule.mode == "adaptive" else
                    stopping.DecideController(rule, load.duration_s, lambda: generator.records(out_dir).requests,
@@ -183,12 +186,15 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
                                  " (decide: no SLO gate or search tier to decide on)" if rule.mode == "decide"
                                  else ""))
         m.telemetry, m.power, sampling = sampling.stop(), sampling.power, None
+        m.host, hostload = hostload.stop(), None
         client.check_after(dep.plan.client, inv, m.exit_code, generator.wrote(out_dir))
     except BaseException as err:
         m.stopped_by = _one_line(err)
         m.interrupted = isinstance(err, (KeyboardInterrupt, SystemExit))
         if sampling is not None:
             m.telemetry, m.power = sampling.stop(), sampling.power
+        if hostload is not None:
+            m.host = hostload.stop()
         _finish(m, dep, generator, out_dir)
         raise MeasurementFailed(m) from err
     _finish(m, dep, generator, out_dir)

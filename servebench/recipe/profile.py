@@ -28,7 +28,7 @@ LATER_KEYS = {("profile", "load", "generator"): "aiperf", ("profile", "load", "o
               ("cluster", "runtime", "startup_s"): 600, ("cluster", "runtime", "container_mounts"): {},
               ("cluster", "slurm", "node_local"): {}, ("profile", "gates", "require_steady"): False,
               ("profile", "gates", "max_stall_s"): 30.0, ("profile", "gates", "slo"): None,
-              ("profile", "search"): None}
+              ("profile", "search"): None, ("profile", "gates", "bound"): None}
 
 
 @dataclass(frozen=True)

@@ -84,11 +84,17 @@ def markdown(rep: Report, plot_files: list[Path], ab_sections: list[str], held: 
     columns = registry.shown("report")
     lines = ["# servebench report", "",
              f"{len(rep.points)} point(s)" + (f", {len(rep.rejected)} file(s) rejected" if rep.rejected else ""), "",
-             "| case | verdict | " + " | ".join(m.label for m in columns) + " |",
-             "|---|---|" + "---:|" * len(columns)]
-    for r in sorted(rep.points, key=lambda r: (r.identity.profile, r.identity.concurrency)):
+             "| case | verdict | bound | " + " | ".join(m.label for m in columns) + " |",
+             "|---|---|---|" + "---:|" * len(columns)]
+    ordered = sorted(rep.points, key=lambda r: (r.identity.profile, r.identity.concurrency))
+    for r in ordered:
         cells = [number(m.get(r), m.unit) for m in columns]
-        lines.append(f"| {r.identity.case_id} | {verdict_text(r)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {r.identity.case_id} | {verdict_text(r)} | {r.bound.bound if r.bound else '—'} | "
+                     + " | ".join(cells) + " |")
+    bounds = [f"- `{r.identity.case_id}`: **{r.bound.bound}**: {r.bound.reason}" for r in ordered if r.bound]
+    if bounds:
+        lines += ["", "## What bound each point", "", "(servebench.results.bound: docs/results.md#what-bound-a-point)",
+                  "", *bounds]
     if plot_files:
         lines += ["", "Plots: " + ", ".join(f"`{p.name}`" for p in plot_files)]
     lines += [""] + (ab_sections or ["No offload A/B: no offload arm with a base arm that differs from it in the "

@@ -20,6 +20,8 @@ def properties(result: PointResult) -> dict[str, object]:
                               "recipe_fingerprint": result.identity.recipe_fingerprint}
     for name, value in registry.values(result).items():
         out[name] = value
+    if result.bound is not None:
+        out["bound"] = result.bound.bound
     if result.verdict is not None:
         out["verdict"] = "passed" if result.verdict.passed else "failed"
     return out
@@ -41,12 +43,13 @@ def _value(row: dict, metric: registry.Metric) -> str:
 
 def markdown(rows: list[dict], skipped: list[dict]) -> str:
     columns = registry.shown("summary")
-    head = ["case", "verdict", *(m.label for m in columns)]
-    lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * len(columns)]
+    head = ["case", "verdict", "bound", *(m.label for m in columns)]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|---|" + "---:|" * len(columns)]
     for r in rows:
         verdict = _verdict(r) + (f": {clip(r['reason'], REASON_WIDTH)}" if r.get("reason") and
                                  r["verdict"] != "passed" else "")
-        lines.append("| " + " | ".join([r["case_id"], verdict, *(_value(r, m) for m in columns)]) + " |")
+        lines.append("| " + " | ".join([r["case_id"], verdict, r.get("bound") or "—",
+                                        *(_value(r, m) for m in columns)]) + " |")
     if skipped:
         lines += ["", f"{len(skipped)} case(s) skipped; e.g. {clip(skipped[0].get('reason', ''), REASON_WIDTH)}"]
     return "\n".join(lines) + "\n"

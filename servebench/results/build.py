@@ -16,7 +16,7 @@ from servebench.load.measure import Measurement
 from servebench.load.records import busy_fraction
 from servebench.load.series import client_open, counter_series, record_series, token_rates
 from servebench.load.steady import analyse, needed, quantile_upper
-from servebench.results import energy, slo
+from servebench.results import bound, energy, slo
 from servebench.results.model import SCHEMA_VERSION, PointResult
 from servebench.server.counters import Snapshot
 
@@ -82,7 +82,7 @@ def build(m: Measurement) -> PointResult:
             problems.append(f"{rec.generator} reported no output tokens per request: the point's own-server "
                             "cross-check (client against server tokens) cannot be made")
 
-    return PointResult.model_validate({
+    r = PointResult.model_validate({
         "schema_version": SCHEMA_VERSION,
         "identity": {
             "case_id": point.id, "run_id": m.run_id, "profile": p.id, "model": p.spec.model,
@@ -133,7 +133,11 @@ def build(m: Measurement) -> PointResult:
                                   p.cluster.cost),
         "machine": {"nodes": m.machine, "extra": m.machine_extra} if m.machine else None,
         "telemetry": m.telemetry,
+        "host": m.host,
     })
+    issue = r.concurrency.issue_latency_ms.p99 if r.concurrency.issue_latency_ms else None
+    late = issue is not None and issue > p.spec.gates.max_issue_latency_ms
+    return r.model_copy(update={"bound": bound.judge(r.series, r.telemetry, r.machine, m.host, late).model()})
 
 
 def window_of(profiled: list) -> tuple[float, float] | None:

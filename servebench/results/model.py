@@ -13,7 +13,8 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, PositiveInt, ValidationError
 
 from servebench.recipe.schema.sweep import RunLength
-from servebench.results.parts import Economics, Evidence, Machine, Series, SloTierResult, SteadyInfo, Telemetry, _Part
+from servebench.results.parts import (BoundVerdict, Economics, Evidence, HostLoad, Machine, Series, SloTierResult,
+                                      SteadyInfo, Telemetry, _Part)
 
 SCHEMA_VERSION = 4
 SCHEMA_ID = "https://servebench.dev/schemas/result.schema.json"
@@ -218,6 +219,10 @@ class PointResult(_Part):
     machine: Machine | None = Field(None, description="on what it ran: each host's record")
     telemetry: Telemetry | None = Field(None, description="GPU clocks, power, temperature, utilisation sampled "
                                         "during the run")
+    host: HostLoad | None = Field(None, description="CPU time per second of each process of the point, per host, "
+                                  "and the hosts' load and clock")
+    bound: BoundVerdict | None = Field(None, description="what bound the point: the GPU, the KV cache, the host, "
+                                       "the load generator or the offered load")
     verdict: Verdict | None = None
     extra: dict[str, Any] = Field(default_factory=dict, description="fields added by a site's "
                                   "pytest_servebench_result_fields hook")

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from servebench.recipe.schema.sweep import Bound
+
 
 class _Part(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
@@ -183,3 +185,34 @@ class Economics(_Part):
     currency: str | None
     cost_per_m_output_tokens: float | None = Field(description="price x GPUs x 1e6 / (3600 x output tok/s)")
     cost_per_m_total_tokens: float | None = Field(description="price x GPUs x 1e6 / (3600 x total tok/s)")
+
+
+class ProcessLoad(_Part):
+    """One process of the point on one host: its CPU time per second of the run."""
+
+    node: str
+    name: str = Field(description="what it is: its title (VLLM::EngineCore) or its program and module")
+    pid: int
+    role: str = Field(description="server: carries the deployment's token; client: the load generator's")
+    cores_mean: float = Field(description="CPU seconds per second over the run (1.0: one core all the time)")
+    cores_max: float = Field(description="the most in one sample interval")
+
+
+class HostLoad(_Part):
+    """The hosts during the point (servebench/tools/host_sampler.py, a step per host beside the GPU sampler)."""
+
+    source: str
+    interval_s: float
+    nodes: list[dict[str, Any]] = Field(description="per host: samples, load average (mean, max), CPU MHz (mean)")
+    processes: list[ProcessLoad] = Field(description="every process of the deployment and the load generator, "
+                                         "busiest first")
+    hottest: dict[str, Any] | None = Field(description="the busiest server process: its name and cores_mean")
+
+
+class BoundVerdict(_Part):
+    """What bound the point (servebench.results.bound): client, kv, gpu, host, load or unknown, why, and every
+    signal's evidence."""
+
+    bound: Bound
+    reason: str
+    evidence: dict[str, float | int | str | bool | None]

@@ -96,6 +96,8 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                              f"(run {base['run_id']}; profile.gates.baseline_tolerance){note}"))
 
     checks.append(client_bound(conc, g, run.generator))
+    if g.bound is not None:
+        checks.append(bound_check(result, g.bound))
     if against is not None:        # (run ids, servebench.history.compare.Change of output tok/s per GPU)
         runs, ch = against
         span = interval(ch.low, ch.high)
@@ -230,6 +232,18 @@ def steady_check(result: PointResult) -> Check:
     return _check("steady", st.stationary, f"steady: stationary {said}",
                   f"not steady: the throughput still drifts {said} (profile.gates.require_steady; a longer "
                   "duration_s, or the server's own drift)")
+
+
+def bound_check(result: PointResult, wanted: str) -> Check:
+    """``gates.bound``: the point was bound by what the profile says it measures (servebench.results.bound)."""
+    got = result.bound
+    if got is None:
+        return Check(name="bound", ok=False, message=f"no bound judged (a result without a series): profile.gates."
+                     f"bound wants {wanted}")
+    if got.bound == wanted:
+        return Check(name="bound", ok=True, message=f"{wanted}-bound as profile.gates.bound wants: {got.reason}")
+    return Check(name="bound", ok=False, message=f"{got.bound}-bound, not {wanted}-bound (profile.gates.bound): "
+                 f"{got.reason}")
 
 
 def client_bound(conc, g, generator: str = "the load generator") -> Check:

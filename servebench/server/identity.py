@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from servebench.core.listeners import environment_of, sockets
 
 TOKEN_ENV = "SERVEBENCH_DEPLOYMENT"
+CLIENT_ENV = "SERVEBENCH_CLIENT"       # the same token on the load generator: its host sampler finds it by this
 
 
 def new_token(profile_id: str) -> str:

@@ -53,7 +53,7 @@ def hosts(plan: ServerPlan, allocation: Allocation) -> list[int]:
     return out
 
 
-def _runner(plan: ServerPlan, rank: int) -> tuple[str, str]:
+def runner(plan: ServerPlan, rank: int) -> tuple[str, str]:
     worker = next((p for p in plan.processes if p.rank == rank and p.role in ("worker", "headless")), None)
     if worker is not None and worker.runner:
         return worker.runner
@@ -64,7 +64,7 @@ def record(plan: ServerPlan, allocation: Allocation, folder: ProfileFolder, time
     """Each host's machine record (a step with the node's interpreter, in its container), in rank order."""
     procs: dict[int, NodeProcess] = {}
     for rank in hosts(plan, allocation):
-        python, tools = _runner(plan, rank)
+        python, tools = runner(plan, rank)
         procs[rank] = allocation.launch(rank, f"machine{rank}", [python, in_folder(tools, MACHINE_INFO)], {},
                                         folder.log(f"machine{rank}"), role="preflight", oneshot=True)
     try:

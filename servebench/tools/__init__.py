@@ -3,7 +3,7 @@ venv), so they import nothing from servebench: :data:`FLAG_TABLE` writes flag ta
 parsers; :data:`PREFLIGHT` checks one allocated node before any server starts; :data:`PREAMBLE` runs a process's
 launch preamble in its own step; :data:`TOKENIZER_CACHE` puts a model's tokenizer into an offline HF cache where the
 client runs; :data:`CLIENT_CHECK` checks the client's environment there; :data:`CLIENT_ENV` makes that environment once in
-the shared cache, every version pinned by a file of :data:`PINS`; :data:`STAGE` stages a public corpus; :data:`IMAGE_IMPORT` imports a container image once; :data:`MACHINE_INFO` records what a node is."""
+the shared cache, every version pinned by a file of :data:`PINS`; :data:`STAGE` stages a public corpus; :data:`IMAGE_IMPORT` imports a container image once; :data:`MACHINE_INFO` records what a node is; :data:`HOST_SAMPLER` samples the CPU use of a point's processes."""
 
 import json
 from pathlib import Path
@@ -11,6 +11,7 @@ from pathlib import Path
 FLAG_TABLE = Path(__file__).with_name("flag_table.py")
 PREFLIGHT = Path(__file__).with_name("preflight_node.py")
 TINY_MODEL = Path(__file__).with_name("tiny_model.py")
+HOST_SAMPLER = Path(__file__).with_name("host_sampler.py")
 PREAMBLE = Path(__file__).with_name("preamble.py")
 TOKENIZER_CACHE = Path(__file__).with_name("tokenizer_cache.py")
 CLIENT_CHECK = Path(__file__).with_name("client_check.py")

@@ -54,6 +54,11 @@ class Labels(_Strict):
     kv_offload_backend: str | None = Field(None, alias="kv-offload-backend")
 
 
+# What can bind a point, in the order servebench.results.bound judges it (its docstring says how).
+BOUNDS = ("client", "kv", "gpu", "host", "load", "unknown")
+Bound = Literal["client", "kv", "gpu", "host", "load", "unknown"]
+
+
 class Gates(_Strict):
     """What a point must meet to pass."""
 
@@ -77,6 +82,9 @@ class Gates(_Strict):
     slo: str | None = Field(None, description="a tier of profile.slo each point must meet: its attainment's 95% "
                             "interval wholly at or above the tier's target (wholly below fails; across it: "
                             "unresolved, which fails too)")
+    bound: Literal["gpu", "kv", "host", "load"] | None = Field(
+        None, description="what must bind each point (servebench.results.bound): a GPU benchmark that measured a "
+        "starved batch, a busy host or an idle server instead fails, with the evidence")
     baseline_tolerance: float = Field(
         0.45, ge=0, lt=1, description="with --baseline: allowed drop of output tok/s per GPU (README: run-to-run noise)")
 

@@ -1,0 +1,134 @@
+"""#34: what bound each point (servebench.results.bound), from the evidence the point has, on the recorded H200 and
+CPU points; the host record that tells a host-bound point (servebench/tools/host_sampler.py on real processes,
+servebench.server.host's summary); and `gates.bound`, which fails a point bound by something else."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from servebench.results import bound
+from servebench.results.model import PointResult
+from servebench.results.verdict import judge
+from servebench.server import host
+from servebench.tools import HOST_SAMPLER
+from tests.conftest import REPO, by_id
+
+H200 = sorted((REPO / "tests/data/long-h200").glob("*/points/*.json"))
+CPU = sorted((REPO / "tests/data/long-cpu/points").glob("*.json"))
+
+
+def load(path: Path) -> PointResult:
+    return PointResult.model_validate_json(path.read_text())
+
+
+def judged(r: PointResult, host_record: dict | None = None, late: bool = False) -> bound.Bound:
+    return bound.judge(r.series, r.telemetry, r.machine, host_record, late)
+
+
+def test_the_recorded_h200_points_were_bound_by_their_kv_cache_not_their_gpu():
+    """#34's finding: ~6 sequences ran, the rest waited on a 90%-full 2 GiB cache, and the GPU drew a third of its
+    cap although nvidia-smi called it busy 73-77% of the time."""
+    assert len(H200) == 6
+    for path in H200:
+        b = judged(load(path))
+        assert b.bound == "kv", (path.name, b.reason)
+        assert b.evidence["gpu_power_share"] < 0.4 and b.evidence["gpu_utilization"] > 0.7, b.evidence
+        assert b.evidence["kv_usage_while_waiting"] >= 0.85 and "KV cache" in b.reason and "700 W cap" in b.reason
+
+
+def test_the_recorded_cpu_points_ran_everything_offered():
+    for path in CPU:
+        b = judged(load(path))
+        assert b.bound == "load" and b.evidence["waiting_share"] == 0, (path.name, b.reason)
+        assert "no GPU telemetry" in b.reason
+
+
+def test_each_kind_of_evidence_decides_in_its_order():
+    r = load(next(p for p in H200 if p.name.endswith("vllm-c32.json")))
+    cap = r.machine.nodes[0].gpus[0].power_limit_w
+    hot = r.model_copy(update={"telemetry": r.telemetry.model_copy(update={"gpus": [
+        r.telemetry.gpus[0].model_copy(update={"power_w": r.telemetry.gpus[0].power_w.model_copy(
+            update={"mean": 0.9 * cap})})]})})
+    assert judged(hot).bound == "gpu"                     # a busy GPU with requests waiting: the GPU is the limit
+    assert judged(r, late=True).bound == "client"         # a late load generator first of all
+    assert judged(r.model_copy(update={"series": None})).bound == "unknown"
+    idle = load(CPU[0])
+    engine = {"hottest": {"name": "VLLM::EngineCore", "node": "local0", "cores": 0.97}}
+    b = judged(idle, engine)
+    assert b.bound == "host" and "VLLM::EngineCore took 0.97 cores" in b.reason
+    assert judged(idle, {"hottest": {"name": "x", "cores": 0.5}}).bound == "load"
+
+
+def test_the_bound_gate_fails_a_point_bound_by_something_else_with_its_evidence(catalog):
+    r = load(next(p for p in H200 if p.name.endswith("vllm-c32.json")))
+    r = r.model_copy(update={"bound": judged(r).model()})
+    prof = by_id(catalog, "llama-770m-h200-vllm")
+
+    def check(wanted):
+        gates = prof.spec.gates.model_copy(update={"bound": wanted})
+        p = dataclasses.replace(prof, spec=prof.spec.model_copy(update={"gates": gates}))
+        (found,) = [c for c in judge(r, p).checks if c.name == "bound"]
+        return found
+    assert check("kv").ok and check("kv").message.startswith("kv-bound as profile.gates.bound wants: requests "
+                                                             "waited in 100%")
+    failed = check("gpu")
+    assert not failed.ok and failed.message.startswith("kv-bound, not gpu-bound (profile.gates.bound): ")
+    assert "22.8 waiting" in failed.message
+
+
+def test_host_samples_summarize_to_cores_per_process_busiest_server_first():
+    lines = [{"hz": 100, "cores": 2},
+             {"t": 0.0, "load": 1.0, "mhz": 2000.0, "procs": {"10": ["VLLM::EngineCore", "server", 0],
+                                                             "11": ["python3 vllm", "server", 0],
+                                                             "12": ["aiperf", "client", 0]}},
+             {"t": 1.0, "load": 1.5, "mhz": 2100.0, "procs": {"10": ["VLLM::EngineCore", "server", 95],
+                                                             "11": ["python3 vllm", "server", 10],
+                                                             "12": ["aiperf", "client", 130]}},
+             {"t": 2.0, "load": 2.0, "mhz": 2200.0, "procs": {"10": ["VLLM::EngineCore", "server", 195],
+                                                             "11": ["python3 vllm", "server", 30]}}]
+    got = host.summarize({"n1": lines}, 1.0)
+    assert got["nodes"] == [{"node": "n1", "samples": 3, "cores": 2, "load_mean": 1.5, "load_max": 2.0,
+                             "cpu_mhz_mean": 2100.0}]
+    assert [(p["name"], p["role"], p["cores_mean"], p["cores_max"]) for p in got["processes"]] == [
+        ("aiperf", "client", 1.3, 1.3), ("VLLM::EngineCore", "server", 0.975, 1.0), ("python3 vllm", "server", 0.15, 0.2)]
+    assert got["hottest"] == {"name": "VLLM::EngineCore", "node": "n1", "cores": 0.975}   # a server's, not the client's
+    assert host.summarize({"n1": [{"hz": 100}]}, 1.0) is None
+
+
+def test_the_host_sampler_finds_the_points_processes_by_their_token_and_reads_their_cpu(tmp_path):
+    """Real processes: a server carrying the deployment's token whose busy child has an environment without it (as
+    vLLM's engine core, which writes its title over its environment), an idle client carrying the client's token,
+    and a process of another deployment, which is not counted."""
+    import signal
+    token = f"sbtest-{os.getpid()}"
+    spin = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'while True: pass'], env={})"
+    env = dict(os.environ)
+    procs = [subprocess.Popen([sys.executable, "-c", spin], env={**env, "SERVEBENCH_DEPLOYMENT": token},
+                              start_new_session=True),
+             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"],
+                              env={**env, **host.client_env(token)}, start_new_session=True),
+             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"],
+                              env={**env, "SERVEBENCH_DEPLOYMENT": "another"}, start_new_session=True)]
+    log = tmp_path / "host-0.jsonl"
+    try:
+        with log.open("w") as out:
+            sampler = subprocess.Popen([sys.executable, str(HOST_SAMPLER), token, "200"], stdout=out)
+            time.sleep(1.0)
+            sampler.terminate()
+            sampler.wait(timeout=10)
+    finally:
+        for p in procs:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    got = host.summarize({"here": host.read_lines(log)}, 0.2)
+    roles = sorted((p["role"], p["cores_mean"] > 0.3) for p in got["processes"])
+    assert roles == [("client", False), ("server", False), ("server", True)], got["processes"]   # the child counted
+    assert procs[2].pid not in {p["pid"] for p in got["processes"]}
+    assert got["hottest"]["cores"] > 0.3, got["hottest"]                              # the busy child
+    assert got["nodes"][0]["samples"] >= 3 and json.loads(log.read_text().splitlines()[0])["hz"] > 0
