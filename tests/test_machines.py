@@ -132,3 +132,30 @@ def test_an_h200_point_stores_its_machine_and_what_the_gpu_did(case):
     old = parse(json.loads((NOISE_H200 / f"{case}.json").read_text()))
     lines = machines.differences([old], [r])
     assert lines[0].startswith("machine record: none") and "GPU0 model: — -> NVIDIA H200" in lines
+
+
+def with_host(r, engine_cores: float, bound: str, load: float = 1.0):
+    """A result with a host record (servebench.server.host) and a bound (servebench.results.bound)."""
+    from servebench.results.model import PointResult
+    return PointResult.model_validate({**r.model_dump(mode="json"),
+        "host": {"source": "test", "interval_s": 1.0,
+                 "nodes": [{"node": "local0", "samples": 40, "cores": 16, "load_mean": load, "load_max": load,
+                            "cpu_mhz_mean": 2600.0}],
+                 "processes": [{"node": "local0", "name": "VLLM::EngineCore", "pid": 10, "role": "server",
+                                "cores_mean": engine_cores, "cores_max": engine_cores},
+                               {"node": "local0", "name": "aiperf", "pid": 11, "role": "client",
+                                "cores_mean": 0.3, "cores_max": 0.5}],
+                 "hottest": {"name": "VLLM::EngineCore", "node": "local0", "cores": engine_cores}},
+        "bound": {"bound": bound, "reason": "test", "evidence": {}}})  # noqa: E128
+
+
+def test_compare_names_a_host_side_difference_as_it_names_a_gpu_one():
+    """#34 item 3: the engine's CPU, the hosts' load and what bound the points, beside the GPU lines."""
+    a = [with_host(result(gpu(), 1980.0), 0.45, "gpu")]
+    b = [with_host(result(gpu(), 1980.0), 0.98, "host", load=3.0)]
+    lines = machines.differences(a, b)
+    assert "CPU of VLLM::EngineCore (server) during the points: 0.45 cores -> 0.98 cores" in lines
+    assert "host load average during the points (mean): 1.00 -> 3.00" in lines
+    assert "what bound the points: gpu -> host" in lines
+    assert not any("aiperf" in line or "SM clock" in line for line in lines)           # what did not change
+    assert machines.differences(a, [with_host(result(gpu(), 1980.0), 0.47, "gpu")]) == []                  # 0.02 cores: within the gap, no line

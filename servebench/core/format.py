@@ -34,8 +34,9 @@ import math
 
 MISSING = "—"
 DIGITS = {"tok/s": 1, "rate": 1, "ms": 1, "s": 1, "conc": 1, "share": 1, "ratio": 2, "change": 1, "points": 1, "count": 0,
-          "MHz": 0, "W": 0, "C": 0, "GiB": 1, "pct": 0, "J/tok": 3, "price": 3}
-SUFFIX = {"MHz": " MHz", "W": " W", "C": " °C", "GiB": " GiB", "pct": "%", "J/tok": " J/tok"}      # units that read with their name
+          "MHz": 0, "W": 0, "C": 0, "GiB": 1, "pct": 0, "J/tok": 3, "price": 3, "cores": 2, "load": 2}
+SUFFIX = {"MHz": " MHz", "W": " W", "C": " °C", "GiB": " GiB", "pct": "%", "J/tok": " J/tok",
+          "cores": " cores"}      # units that read with their name
 UNITS = tuple(DIGITS)
 
 
