@@ -65,7 +65,7 @@ def test_gpu_cases_skip_with_their_reason_without_the_gpus(pytester):
     copy_suite(pytester.path)
     res = pytester.runpytest("--import-mode=importlib", "benchmarks", "-m", "h200", "--cluster", "local-h200", "-rs",
                              "-p", "no:cacheprovider")
-    res.assert_outcomes(skipped=12)
+    res.assert_outcomes(skipped=20)
     res.stdout.fnmatch_lines([
         "*llama-770m-h200-vllm: --cluster local-h200 given, but this machine shows 0 GPU(s) (nvidia-smi -L), 1 needed",
         "*moe-mini-h200-tp2_headless: needs cluster local-h200x2 (2 x H200 GPU(s) on this machine, no scheduler)*"])

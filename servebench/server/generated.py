@@ -19,6 +19,10 @@ GENERATED = {
     # 771,819,520 parameters: 16 x (attention 12,582,912 + MLP 34,603,008 + norms 4,096) + embeddings 16,777,216
     "llama-770m": ["--seed", "0", "--hidden", "2048", "--layers", "16", "--heads", "16", "--kv-heads", "8",
                    "--intermediate", "5632", "--max-positions", "16384"],
+    # 7,013,142,528 parameters: 32 x (attention 41,943,040 + MLP 176,160,768 + norms 8,192) + embeddings 33,554,432;
+    # the shape that kept an H200 busy (#34: 99% utilisation, 651 W of 700 W at c8 with CUDA graphs)
+    "llama-7b": ["--seed", "0", "--hidden", "4096", "--layers", "32", "--heads", "32", "--kv-heads", "8",
+                 "--intermediate", "14336", "--max-positions", "16384"],
     # 8 experts, top-2: the DP x EP layouts of the GB200 profiles in miniature
     "moe-mini": ["--seed", "0", "--hidden", "512", "--layers", "8", "--heads", "8", "--kv-heads", "4",
                  "--intermediate", "1024", "--experts", "8", "--top-k", "2", "--max-positions", "8192"],

@@ -1,0 +1,62 @@
+"""#34 item 1: H200 profiles in the cluster's regime (recipes/h200-7b): a generated ~7B Llama with CUDA graphs and
+the GB200 recipes' compilation config, a 12 GiB GPU KV budget that lets ~19 agentic sequences run while the live
+sessions' prefixes overflow it, a 32 GiB CPU tier on the offload arms, and gates.bound: gpu. Rendering, the capacity
+model and the model description, offline."""
+
+import json
+import shlex
+
+import pytest
+
+from servebench.catalog.capacity import estimate
+from servebench.server.generated import GENERATED
+from servebench.recipe.schema.model import ModelSpec
+from servebench.core import yamlio
+from tests.conftest import REPO, by_id, run_cli
+
+PROFILES = ["llama-7b-h200-vllm", "llama-7b-h200-vllm_offload", "llama-7b-h200-dynamo", "llama-7b-h200-dynamo_offload"]
+GIB = 2**30
+
+
+def args(alias: str) -> dict[str, int]:
+    a = GENERATED[alias]
+    return {a[i].lstrip("-"): int(a[i + 1]) for i in range(0, len(a), 2)}
+
+
+def test_the_model_description_is_what_the_generator_makes():
+    g = args("llama-7b")
+    h, kv = g["hidden"], g["kv-heads"] * (g["hidden"] // g["heads"])
+    attention, mlp, norms = 2 * h * h + 2 * h * kv, 3 * h * g["intermediate"], 2 * h
+    total = g["layers"] * (attention + mlp + norms) + 8192 * h + h            # tokenizer vocabulary 8192, tied
+    spec = ModelSpec.model_validate(yamlio.load(REPO / "recipes/models/llama-7b.yaml"))
+    assert spec.total_params.value == total == 7_013_142_528
+    assert (spec.layers.value, spec.hidden_size.value, spec.attention.kv_heads.value,
+            spec.attention.head_dim.value) == (g["layers"], h, g["kv-heads"], h // g["heads"])
+
+
+@pytest.mark.parametrize("profile_id", PROFILES)
+def test_the_kv_budget_holds_about_19_agentic_sequences_and_the_offload_tier_fits_the_host(catalog, profile_id):
+    p = by_id(catalog, profile_id)
+    est = estimate(p)
+    assert est.kv_bytes_per_token == 2 * 32 * 8 * 128 * 2 == 131_072            # K and V, bf16
+    assert est.kv_pool == pytest.approx(12 * GIB) and est.kv_tokens == 98_304 and est.fits, est.problems
+    assert 18 <= est.kv_tokens // 5000 <= 20                                  # sequences of ~5k tokens at once
+    assert max(p.spec.concurrency) * 5000 > est.kv_tokens                     # c32's live contexts overflow it
+    if p.offload:
+        assert est.dram_pool_per_node == 32 * GIB <= est.dram_budget_per_node
+        assert est.dram_pool_per_node > max(p.spec.concurrency) * 5000 * est.kv_bytes_per_token   # all fit there
+    assert p.spec.gates.bound == "gpu" and p.spec.concurrency == [4, 32]
+
+
+@pytest.mark.parametrize("case", ["llama-7b-h200-vllm-c32", "llama-7b-h200-dynamo_offload-c4"])
+def test_the_servers_run_with_cuda_graphs_covering_the_batch_never_eager(case, repo):
+    out = run_cli("render", case, cwd=repo)
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if "--kv-cache-memory-bytes" in ln)
+    argv = shlex.split(line)
+    assert "--enforce-eager" not in argv
+    config = json.loads(argv[argv.index("--compilation-config") + 1])
+    seqs = int(argv[argv.index("--max-num-seqs") + 1])
+    assert config["cudagraph_mode"] == "PIECEWISE" and max(config["cudagraph_capture_sizes"]) >= seqs == 64
+    assert argv[argv.index("--kv-cache-memory-bytes") + 1] == str(12 * GIB)
+    assert "llama-7b" in line                                                  # the generated model's alias resolved
