@@ -2,6 +2,7 @@
 unfinished is not), the attainment with a Wilson interval on an effective size (AR(1) correction), goodput, and
 the `gates.slo` gate with its three answers. On real recorded AIPerf requests."""
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -114,3 +115,17 @@ def test_a_gate_naming_a_tier_that_is_not_defined_is_refused_naming_the_file(rec
         Catalog.load(recipes)
     text = str(err.value)
     assert "dep.yaml" in text and "gates.slo names the tier 'fast', which profile.slo does not define" in text, text
+
+
+def test_the_pareto_plot_marks_where_each_tiers_tpot_bounds_interactivity(tmp_path):
+    """#32: a tier's TPOT limit t ms is the interactivity 1000 / t tok/s per user; the plot draws it."""
+    from servebench.report import plots
+    from servebench.results.model import PointResult
+    data = json.loads((REPO / "tests/data/long-cpu/points/tiny-llama-cpu-vllm-c4.json").read_text())
+    tiers = [SloTier(ttft_ms=300, tpot_ms=10, attainment=0.9), SloTier(ttft_ms=1000, e2e_ms=2000)]
+    data["slo"] = [tier_result(name, t, [], 1.0, gpus=1) for name, t in zip(("interactive", "relaxed"), tiers)]
+    r = PointResult.model_validate(data)
+    assert plots.tier_lines([r, r]) == [("interactive: TPOT <= 10 ms", 100.0)]     # relaxed has no TPOT limit
+    assert plots.tier_lines([r.model_copy(update={"slo": []})]) == []
+    out = plots.pareto("tiny", "local-cpu", {"vllm": [r]}, tmp_path / "p.png")
+    assert out is not None and out.stat().st_size > 10_000

@@ -26,8 +26,17 @@ def _save(fig, out: Path, **margins) -> Path:
     return out
 
 
+def tier_lines(results: list[PointResult]) -> list[tuple[str, float]]:
+    """Where each service-level tier with a TPOT limit bounds the interactivity axis: a request meeting TPOT t ms
+    streams at least 1000 / t tokens per second to its user, so the points left of the line miss that tier's
+    TPOT at their median (pure). One line per (tier, limit), by limit."""
+    seen = {(t.tier, t.limits["tpot_ms"]) for r in results for t in r.slo if t.limits.get("tpot_ms")}
+    return sorted(((f"{name}: TPOT <= {limit:g} ms", 1000.0 / limit) for name, limit in seen), key=lambda x: x[1])
+
+
 def pareto(model: str, cluster: str, profiles: dict[str, list[PointResult]], out: Path) -> Path | None:
-    """Output tok/s per GPU against tok/s per user, one curve per profile, points labelled with their concurrency."""
+    """Output tok/s per GPU against tok/s per user, one curve per profile, points labelled with their concurrency;
+    each SLO tier's TPOT limit as a vertical line (``tier_lines``)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
     drawn, xs_all = 0, []
@@ -50,6 +59,9 @@ def pareto(model: str, cluster: str, profiles: dict[str, list[PointResult]], out
     if not drawn:
         plt.close(fig)
         return None
+    for i, (label, x) in enumerate(tier_lines([r for rows in profiles.values() for r in rows])):
+        ax.axvline(x, color="0.4", ls=(0, (4, 2 + 2 * i)), lw=1, label=label)
+        xs_all.append(x)
     if max(xs_all) / min(xs_all) > 20:
         ax.set_xscale("log")
     ax.set_xlabel("interactivity: output tok/s per user (p50)")
