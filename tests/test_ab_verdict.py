@@ -74,3 +74,39 @@ def test_arms_that_differ_in_more_than_the_offload_get_no_ratio_and_say_in_what(
     assert "No verdict: the arms differ in more than the offload (load (its trace: sessions, seed, shape), server " \
            "versions), so no ratio of theirs measures the offload." in page
     assert "| 8 |" not in page.split("### Offload A/B", 1)[1]
+
+
+def test_arms_with_unequal_ready_workers_get_no_ratio_and_a_lost_worker_fails_its_point(catalog, tmp_path):
+    """#33 item 3 (Dynamo's KV-router A/B guide: unequal Ready workers void a comparison): each point records the
+    serving instances ready at its start; a pair whose arms had other counts is no A/B, and a point that started with
+    fewer than its deployment came up with fails, saying so."""
+    from servebench.results.model import parse
+    from servebench.results.verdict import judge
+    out = folder_of_the_pair(catalog, tmp_path)
+    for name, ready in (("llama-770m-h200-vllm-c8", 2), ("llama-770m-h200-vllm_offload-c8", 1)):
+        path = out.point(name)
+        data = json.loads(path.read_text())
+        data["run"]["ready_workers"], data["run"]["expected_workers"] = ready, 2
+        path.write_text(json.dumps(data))
+    rep = write(out.root)
+    (pair,) = offload.pairs(rep.points)
+    assert pair.differs == ("Ready workers at the point's start",) and offload.rows(rep.points, pair) == []
+    lost = next(r for r in rep.points if r.identity.case_id.endswith("offload-c8"))
+    checks = {c.name: c for c in judge(parse(lost.model_dump(mode="json")),
+                                       by_id(catalog, "llama-770m-h200-vllm_offload")).checks}
+    assert not checks["workers"].ok and checks["workers"].message.startswith(
+        "1 of the 2 serving instances ready at the point's start")
+    base = next(r for r in rep.points if r.identity.case_id.endswith("vllm-c8"))
+    assert "workers" not in {c.name for c in judge(base, by_id(catalog, "llama-770m-h200-vllm")).checks}
+
+
+def test_each_frontend_counts_its_ready_workers_its_own_way():
+    from types import SimpleNamespace
+    from servebench.server.frontends.dynamo import DynamoFrontend
+    from servebench.server.frontends.vllm import VllmFrontend
+    plan = SimpleNamespace(health_urls=("http://a:1/health", "http://b:1/health"), api_url="http://a:8000")
+    listed = {"instances": [{"endpoint": "generate"}, {"endpoint": "generate"}, {"endpoint": "clear_kv_blocks"}]}
+    answers = {"http://a:1/health": (200, {"status": "ready"}), "http://b:1/health": (503, "loading"),
+               "http://a:8000/health": (200, listed)}
+    assert VllmFrontend().ready_workers(plan, answers) == 1          # the API servers answering /health
+    assert DynamoFrontend().ready_workers(plan, answers) == 2        # what the frontend's router lists

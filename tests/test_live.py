@@ -201,6 +201,7 @@ def test_real_aiperf_point_on_real_server(catalog, vllm_server, tmp_path):
     engine = next(p for p in r["host"]["processes"] if p["name"] == "VLLM::EngineCore")
     assert 0 < engine["cores_mean"] <= engine["cores_max"] and r["host"]["nodes"][0]["samples"] >= 5
     assert r["bound"]["bound"] in ("client", "load", "host") and r["bound"]["evidence"]["active_slices"] > 0
+    assert r["run"]["ready_workers"] == r["run"]["expected_workers"] == 1       # #33: asked at the point's start
 
 
 def test_server_dying_at_startup_fails_with_its_log_tail(catalog, tiny_model, tmp_path):

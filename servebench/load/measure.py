@@ -59,6 +59,8 @@ class Measurement:
     machine_extra: dict = field(default_factory=dict)    # a site's machine fields
     telemetry: dict | None = None        # GPU samples during the run (servebench.server.machine)
     host: dict | None = None             # each process's CPU time per second during the run (servebench.server.host)
+    ready_workers: int | None = None     # serving instances ready at the point's start
+    expected_workers: int | None = None  # ... and how many the deployment started with
     power: list = field(default_factory=list)   # every GPU power sample: (wall clock, GPU uuid, W)
     samples: list = field(default_factory=list)        # the counters every slice (servebench.load.series)
     mode: str = "fixed"                  # the run-length rule that ran (profile.load.stop.mode, or --run-length)
@@ -133,6 +135,7 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
             raise NotIdle(f"{point.id}: engines still busy after {m.idle_wait_s:.0f} s (profile.load.idle_wait_s); "
                           "the previous point's requests would leak into this one")
         dep.check_answering()        # before the load: the server that answers is this deployment's own
+        m.ready_workers, m.expected_workers = dep.ready_workers()
         inv = generator.invocation(job_for(point, dep.plan, case, run_id))
         inv.env.update(host.client_env(dep.token))     # the host samplers count the load generator by it
         out_dir = inv.out_dir

@@ -36,7 +36,8 @@ def arm_traits(r: PointResult) -> dict[str, object]:
     return {"layout": tuple(sorted(i.layout.model_dump().items())),
             "server versions": tuple(sorted((k, v) for k, v in i.versions.items()
                                             if k in frontends.every_component())),
-            "load (its trace: sessions, seed, shape)": i.load_fingerprint or i.dataset}
+            "load (its trace: sessions, seed, shape)": i.load_fingerprint or i.dataset,
+            "Ready workers at the point's start": r.run.ready_workers}
 
 
 def pairs(points: list[PointResult]) -> list[Pair]:

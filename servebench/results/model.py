@@ -91,6 +91,9 @@ class RunInfo(_Part):
     stopped_at_s: float | None = Field(None, description="when servebench ended an adaptive run (None: it ran out)")
     planned_s: float | None = Field(None, description="the profile's duration_s: what the fixed plan measures")
     checkpoints: list[Look] = Field(default_factory=list, description="each look of the adaptive rule")
+    ready_workers: int | None = Field(None, description="serving instances ready at the point's start (Dynamo: the "
+                                      "generate instances its frontend lists; vLLM: API servers answering /health)")
+    expected_workers: int | None = Field(None, description="the serving instances the deployment started with")
 
 
 class Requests(_Part):

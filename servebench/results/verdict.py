@@ -96,6 +96,11 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                              f"(run {base['run_id']}; profile.gates.baseline_tolerance){note}"))
 
     checks.append(client_bound(conc, g, run.generator))
+    if run.ready_workers is not None and run.expected_workers and run.ready_workers < run.expected_workers:
+        checks.append(Check(name="workers", ok=False, message=(
+            f"{run.ready_workers} of the {run.expected_workers} serving instances ready at the point's start: a "
+            "worker was lost since the deployment came up, and the point measured fewer than its layout (its log "
+            "is in the profile's logs folder)")))
     if g.bound is not None:
         checks.append(bound_check(result, g.bound))
     if against is not None:        # (run ids, servebench.history.compare.Change of output tok/s per GPU)

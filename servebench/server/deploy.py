@@ -67,6 +67,13 @@ class Deployment:
         if other is not None:
             raise ServerError(f"{self.profile.id}: {other}")
 
+    def ready_workers(self) -> tuple[int, int]:
+        """(serving instances ready now, instances the deployment started with): asked at each point's start, so a
+        worker lost between points is seen (its point fails) and an A/B of arms with unequal workers is no A/B."""
+        with httpx.Client(timeout=5) as client:
+            answers = {u: _json(client, u) for u in readiness.urls(self.plan)}
+        return self.plan.frontend.ready_workers(self.plan, answers), self.plan.expected_instances
+
     def check(self) -> None:
         """Raise ProcessDied (with the node's log tail) if any server process has exited."""
         self.allocation.check()

@@ -71,6 +71,11 @@ class Frontend(ABC):
     def readiness_urls(self, plan) -> list[str]:
         return [*plan.health_urls, f"{plan.api_url}/v1/models"]
 
+    def ready_workers(self, plan, answers: dict[str, tuple[int, object]]) -> int:
+        """How many serving instances answer as ready (``answers`` as for ``interpret``): each worker's own health
+        URL answering 200."""
+        return sum(1 for url in plan.health_urls if answers[url][0] == 200)
+
     @abstractmethod
     def interpret(self, plan, answers: dict[str, tuple[int, object]]) -> str | None:
         """None when the deployment serves, else what it still waits for (``answers``: url -> (code, body))."""

@@ -75,6 +75,10 @@ class DynamoFrontend(Frontend):
     def readiness_urls(self, plan) -> list[str]:
         return [*plan.health_urls, f"{plan.api_url}/health", f"{plan.api_url}/v1/models"]
 
+    def ready_workers(self, plan, answers) -> int:
+        """The `generate` instances the frontend lists: the workers its router sends to (Dynamo's own count)."""
+        return generate_instances(answers[f"{plan.api_url}/health"][1])
+
     def interpret(self, plan, answers) -> str | None:
         for url in plan.health_urls:
             code, body = answers[url]
