@@ -5,6 +5,8 @@ lowest concurrency from which the offload pays. On a real H200 pair (ctx16k: bas
 import json
 import shutil
 
+import pytest
+
 from servebench.catalog.points import Point
 from servebench.core.results_folder import ResultsFolder
 from servebench.history.compare import Change
@@ -110,3 +112,21 @@ def test_each_frontend_counts_its_ready_workers_its_own_way():
                "http://a:8000/health": (200, listed)}
     assert VllmFrontend().ready_workers(plan, answers) == 1          # the API servers answering /health
     assert DynamoFrontend().ready_workers(plan, answers) == 2        # what the frontend's router lists
+
+
+def test_the_ab_plot_draws_each_changes_interval_on_the_offload_arm(catalog, tmp_path):
+    """#33 item 4: the interval of the change B / A - 1 on the offload arm's bar and line: base x (1 + low) to
+    base x (1 + high)."""
+    from servebench.report import plots
+    out = folder_of_the_pair(catalog, tmp_path)
+    rep = write(out.root)
+    (pair,) = offload.pairs(rep.points)
+    rows, found = offload.rows(rep.points, pair), ab.gains(out.root, rep.points, pair)
+    ((i, y, below, above),) = plots.interval_bars(rows, found, "output_tps_per_gpu", "tps_gpu")
+    ch, row = found[8]["output_tps_per_gpu"], rows[0]
+    assert i == 0 and y == row["offload_tps_gpu"]
+    assert y - below == pytest.approx(row["base_tps_gpu"] * (1 + ch.low)) and below > 0
+    assert y + above == pytest.approx(row["base_tps_gpu"] * (1 + ch.high)) and above > 0
+    assert len(plots.interval_bars(rows, found, "ttft_p50_ms", "ttft_p50")) == 1
+    assert plots.interval_bars(rows, {}, "output_tps_per_gpu", "tps_gpu") == []      # no interval: no bar
+    assert out.report.joinpath(f"offload-ab-{pair.offload}-vs-{pair.base}.png").stat().st_size > 10_000

@@ -156,9 +156,9 @@ def write(results_dir: Path, out_dir: Path | None = None, only: set[str] | None 
     sections = []
     for pair in offload.pairs(points):
         rows = offload.rows(points, pair)
-        sections.append(ab_section(pair, rows, {k: sorted(v) for k, v in measured_in.items()},
-                                   ab.gains(results_dir, points, pair)))
-        path = plots.offload_ab(pair, rows, out.offload_ab(pair.base, pair.offload))
+        found = ab.gains(results_dir, points, pair)
+        sections.append(ab_section(pair, rows, {k: sorted(v) for k, v in measured_in.items()}, found))
+        path = plots.offload_ab(pair, rows, out.offload_ab(pair.base, pair.offload), found)
         if path:
             plot_files.append(path)
     for r in points:

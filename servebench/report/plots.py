@@ -72,8 +72,23 @@ def pareto(model: str, cluster: str, profiles: dict[str, list[PointResult]], out
     return _save(fig, out)
 
 
-def offload_ab(pair: Pair, rows: list[dict], out: Path) -> Path | None:
-    """Throughput per GPU (bars) and TTFT p50 (lines) of both arms at each shared concurrency."""
+def interval_bars(rows: list[dict], found: dict, metric: str, key: str) -> list[tuple[int, float, float, float]]:
+    """(row index, the offload arm's value, below, above) of each row whose change in ``metric`` has a 95% interval:
+    the interval of the change B / A - 1 (servebench.report.ab) drawn on the offload arm's value, base x (1 + low)
+    to base x (1 + high) (pure)."""
+    out = []
+    for i, row in enumerate(rows):
+        ch = (found or {}).get(row["concurrency"], {}).get(metric)
+        base, off = row[f"base_{key}"], row[f"offload_{key}"]
+        if ch is None or ch.low is None or ch.high is None or not base or off is None:
+            continue
+        out.append((i, off, max(0.0, off - base * (1 + ch.low)), max(0.0, base * (1 + ch.high) - off)))
+    return out
+
+
+def offload_ab(pair: Pair, rows: list[dict], out: Path, found: dict | None = None) -> Path | None:
+    """Throughput per GPU (bars) and TTFT p50 (lines) of both arms at each shared concurrency; on the offload arm,
+    the 95% interval of its change against the base arm (``found``: servebench.report.ab.gains)."""
     if not rows:
         return None
     plt = _pyplot()
@@ -82,6 +97,13 @@ def offload_ab(pair: Pair, rows: list[dict], out: Path) -> Path | None:
     for k, (arm, side) in enumerate(((pair.base, "base"), (pair.offload, "offload"))):
         a1.bar([x + (k - 0.5) * width for x in xs], [row[f"{side}_tps_gpu"] or 0.0 for row in rows], width, label=arm)
         a2.plot(list(xs), [row[f"{side}_ttft_p50"] or 0.0 for row in rows], marker="o", label=arm)
+    for ax, metric, key, shift in ((a1, "output_tps_per_gpu", "tps_gpu", 0.5 * width),
+                                   (a2, "ttft_p50_ms", "ttft_p50", 0)):
+        bars = interval_bars(rows, found, metric, key)
+        if bars:
+            ax.errorbar([i + shift for i, *_ in bars], [y for _, y, _, _ in bars],
+                        yerr=[[lo for *_, lo, _ in bars], [hi for *_, hi in bars]], fmt="none", ecolor="black",
+                        capsize=4, label="offload: 95% interval of its change")
     for ax in (a1, a2):
         ax.set_xticks(list(xs), [str(row["concurrency"]) for row in rows])
         ax.set_xlabel("concurrency (live sessions)")
