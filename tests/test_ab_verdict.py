@@ -130,3 +130,23 @@ def test_the_ab_plot_draws_each_changes_interval_on_the_offload_arm(catalog, tmp
     assert len(plots.interval_bars(rows, found, "ttft_p50_ms", "ttft_p50")) == 1
     assert plots.interval_bars(rows, {}, "output_tps_per_gpu", "tps_gpu") == []      # no interval: no bar
     assert out.report.joinpath(f"offload-ab-{pair.offload}-vs-{pair.base}.png").stat().st_size > 10_000
+
+
+def test_each_arms_slo_search_answer_stands_side_by_side_in_the_ab_section(catalog, tmp_path):
+    """#33 item 5: where both arms searched a tier, the highest concurrency meeting it per arm, its bracket, and how
+    far the offload moves it; a tier only one arm searched says so."""
+    out = folder_of_the_pair(catalog, tmp_path)
+    out.searches.mkdir(parents=True)
+    for profile, tier, answer, bracket in (("llama-770m-h200-vllm", "chat", 16, [16, 24]),
+                                           ("llama-770m-h200-vllm_offload", "chat", 24, [24, 32]),
+                                           ("llama-770m-h200-vllm_offload", "batch", None, [None, 8])):
+        (out.searches / f"{profile}-{tier}.json").write_text(json.dumps(
+            {"profile": profile, "tier": tier, "target": 0.95, "limits": {"ttft_ms": 500.0}, "answer": answer,
+             "bracket": bracket, "why": "test",
+             "cliff": None, "probes": []}))
+    write(out.root)
+    page = out.report.joinpath("report.md").read_text().split("### Offload A/B", 1)[1]
+    assert "| chat | c16 [c16, c24] | c24 [c24, c32] | +8 |" in page
+    assert "| batch | not searched | none in its range (first probe missed: c8) | — |" in page
+    (pair,) = offload.pairs(write(out.root).points)
+    assert ab.tier_answers(pair, []) == []

@@ -64,3 +64,30 @@ def summary_line(found: dict[int, dict[str, Change]]) -> str:
 def columns(changes: dict[str, Change]) -> list[str]:
     """The change cells of one row: each GAINS metric as ``+12.3% [+1.0%, +20.0%] better``."""
     return [changes[m].text() if m in changes else number(None, "change") for m in GAINS]
+
+
+def tier_answers(pair: Pair, answers: list[dict]) -> list[str]:
+    """#33 item 5: where both arms' profiles ran an SLO search (servebench.results.search), each tier's answer side
+    by side: the highest concurrency meeting it and its bracket per arm, and how far the offload moves it. Lines of
+    a markdown table; none when neither arm searched."""
+    by = {(a.get("profile"), a.get("tier")): a for a in answers}
+    tiers = sorted({t for p, t in by if p in (pair.base, pair.offload)})
+    if not tiers:
+        return []
+
+    def cell(a: dict | None) -> str:
+        if a is None:
+            return "not searched"
+        last, first = a["bracket"]
+        if a["answer"] is None:
+            return f"none in its range (first probe missed: c{first})"
+        return f"c{a['answer']} [c{last}, {'c' + str(first) if first is not None else 'range top'}]"
+
+    lines = ["| SLO tier | base: highest concurrency meeting it [bracket] | offload: the same | offload moves it |",
+             "|---|---|---|---:|"]
+    for t in tiers:
+        b, o = by.get((pair.base, t)), by.get((pair.offload, t))
+        moved = (f"{o['answer'] - b['answer']:+d}" if b and o and b["answer"] is not None and o["answer"] is not None
+                 else "—")
+        lines.append(f"| {t} | {cell(b)} | {cell(o)} | {moved} |")
+    return lines

@@ -54,12 +54,15 @@ def _groups(points: list[PointResult]) -> dict[tuple[str, str], dict[str, list[P
 
 
 def ab_section(pair: offload.Pair, rows: list[dict], measured_in: dict[str, list[int]],
-               found: dict | None = None) -> str:
+               found: dict | None = None, answers: list[dict] | None = None) -> str:
     lines = [f"### Offload A/B: `{pair.offload}` vs `{pair.base}`", ""]
     if pair.differs:
         lines.append(f"No verdict: the arms differ in more than the offload ({', '.join(pair.differs)}), so no "
                      "ratio of theirs measures the offload.")
         return "\n".join(lines) + "\n"
+    tiers = ab.tier_answers(pair, answers or [])
+    if tiers:
+        lines += ["Each arm's SLO search (servebench.results.search):", "", *tiers, ""]
     if not rows:
         lines.append(f"No concurrency measured in both arms ({pair.base}: {measured_in.get(pair.base, [])}, "
                      f"{pair.offload}: {measured_in.get(pair.offload, [])}).")
@@ -154,10 +157,11 @@ def write(results_dir: Path, out_dir: Path | None = None, only: set[str] | None 
     for r in points:
         measured_in[r.identity.profile].append(r.identity.concurrency)
     sections = []
+    answers = stored_searches(results_dir)
     for pair in offload.pairs(points):
         rows = offload.rows(points, pair)
         found = ab.gains(results_dir, points, pair)
-        sections.append(ab_section(pair, rows, {k: sorted(v) for k, v in measured_in.items()}, found))
+        sections.append(ab_section(pair, rows, {k: sorted(v) for k, v in measured_in.items()}, found, answers))
         path = plots.offload_ab(pair, rows, out.offload_ab(pair.base, pair.offload), found)
         if path:
             plot_files.append(path)
@@ -165,7 +169,6 @@ def write(results_dir: Path, out_dir: Path | None = None, only: set[str] | None 
         path = plots.point_series(r, out.point_plot(r.identity.case_id))
         if path:
             plot_files.append(path)
-    answers = stored_searches(results_dir)
     search_plots = {a["profile"]: plots.search(a, out.search_plot(a["profile"])) for a in answers}
     plot_files += [p for p in search_plots.values() if p]
     searched = searches_section(answers, {k: v.name for k, v in search_plots.items() if v})
