@@ -405,9 +405,10 @@ def test_dynamo_with_etcd_nats_and_the_kv_router_over_two_slurm_nodes(slurm, pyt
     assert point["verdict"]["passed"] and point["requests"]["successful"] > 0 and point["throughput"]["gpus"] == 2
     manifest = json.loads((out / "latest" / "manifest.json").read_text())
     (alloc,) = manifest["allocations"]
-    # the virtual nodes share this host: one machine record (a one-shot step before the servers), then the servers
+    # the virtual nodes share this host: one machine record (a one-shot step before the servers), then the servers,
+    # then during the point the host sampler (#34: one step per distinct host) and the client
     assert [p["name"] for p in alloc["processes"]] == ["etcd", "nats", "machine0", "frontend", "worker0", "worker1",
-                                                      "client"]
+                                                      "hostload", "client"]
     assert alloc["processes"][2]["role"] == "preflight"
     client = alloc["processes"][-1]
     assert client["role"] == "client" and client["node"] == alloc["nodes"][0] and client["rank"] == 0
