@@ -76,10 +76,10 @@ def test_the_bound_gate_fails_a_point_bound_by_something_else_with_its_evidence(
         (found,) = [c for c in judge(r, p).checks if c.name == "bound"]
         return found
     assert check("kv").ok and check("kv").message.startswith("kv-bound as profile.gates.bound wants: requests "
-                                                             "waited in 100%")
+                                                             "waited in 99%")
     failed = check("gpu")
     assert not failed.ok and failed.message.startswith("kv-bound, not gpu-bound (profile.gates.bound): ")
-    assert "22.8 waiting" in failed.message
+    assert "22.7 waiting" in failed.message
 
 
 def test_host_samples_summarize_to_cores_per_process_busiest_server_first():
@@ -132,3 +132,13 @@ def test_the_host_sampler_finds_the_points_processes_by_their_token_and_reads_th
     assert procs[2].pid not in {p["pid"] for p in got["processes"]}
     assert got["hottest"]["cores"] > 0.3, got["hottest"]                              # the busy child
     assert got["nodes"][0]["samples"] >= 3 and json.loads(log.read_text().splitlines()[0])["hz"] > 0
+
+
+def test_a_slice_that_generated_tokens_is_active_though_its_gauges_read_zero():
+    """The CI run of 2026-12-03: a c2 CPU point whose running gauge read 0 at every scrape (short requests between
+    scrapes) had no active slice and no queue evidence, though its engine generated tokens in most slices."""
+    r = load(CPU[0])
+    zero = [0.0] * len(r.series.t)
+    quiet = r.model_copy(update={"series": r.series.model_copy(update={"running": zero, "waiting": zero})})
+    b = judged(quiet)
+    assert b.bound == "load" and b.evidence["active_slices"] == sum(1 for v in r.series.output_tps if v > 0) > 0

@@ -42,11 +42,12 @@ class Bound:
 
 
 def queue(series) -> dict:
-    """The engines' queue over the slices in which they held a request: the share of those with requests waiting,
-    the mean KV-cache usage in them, and the mean running and waiting requests."""
+    """The engines' queue over the slices in which they held a request or generated a token: the share of those with
+    requests waiting, the mean KV-cache usage in them, and the mean running and waiting requests."""
     if series is None or not series.t:
         return {}
-    active = [i for i in range(len(series.t)) if (series.running[i] or 0) + (series.waiting[i] or 0) > 0]
+    active = [i for i in range(len(series.t))          # the gauges are read at an instant and can miss short
+              if (series.running[i] or 0) + (series.waiting[i] or 0) > 0 or (series.output_tps[i] or 0) > 0]
     if not active:
         return {}
     waited = [i for i in active if (series.waiting[i] or 0) >= 1]
