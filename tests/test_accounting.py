@@ -48,3 +48,25 @@ def test_held_time_is_split_by_phase_and_adds_up():
     assert "| p | 16 | 21.0 |" in text and text.rstrip().endswith("| 1.8 |")      # 400 s x 16 GPUs = 1.8 GPU-h
     assert gpuhours.line(total).startswith("GPU-hours held: 21.0 (queue 2.7, model load 13.3, idle wait 0.1, ")
     assert gpuhours.properties(total)["gpu_hours_saved"] == pytest.approx(1.7778, abs=1e-3)
+
+
+def test_a_search_says_what_its_allocation_held_beside_what_its_probes_measured():
+    """#32: the GPU-hours a search's one allocation held in all (queue, model load, warm-up, idle waits), per profile
+    from the session's manifest, beside the measured windows its probes summed."""
+    from servebench.report.gpuhours import by_profile
+    from servebench.report.slo import searches_section
+    manifest = {"allocations": [{"profile": "p", "requested_at": T0, "allocated_at": T0 + 600,
+                                 "released_at": T0 + 4600 + 120},
+                                {"profile": "p#2", "requested_at": T0 + 5000, "allocated_at": T0 + 5000,
+                                 "released_at": T0 + 5360}],
+                "server_starts": [{"profile": "p", "started_at": T0 + 3600}]}
+    pts = [point(T0 + 3600, T0 + 4300, 20, 600), point(T0 + 4300, T0 + 4600, 10, 200)]
+    allocations, _ = session(manifest, pts, {"p": 16})
+    held = by_profile(allocations)
+    assert list(held) == ["p"] and held["p"].gpu_hours == pytest.approx((4720 + 360) * 16 / 3600)
+    answer = {"profile": "p", "tier": "t", "limits": {"ttft_ms": 100.0}, "target": 0.9, "answer": 4,
+              "bracket": [4, 8], "why": "test", "cliff": None, "gpu_hours_measured": 3.56, "energy_j": None,
+              "probes": []}
+    text = searches_section([answer], {}, held)
+    assert "It measured 3.6 GPU-hours. Its allocation held 22.6 GPU-hours in all" in text
+    assert "3.6 of them measuring" in text and "held" not in searches_section([answer], {})

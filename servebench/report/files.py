@@ -171,8 +171,9 @@ def write(results_dir: Path, out_dir: Path | None = None, only: set[str] | None 
             plot_files.append(path)
     search_plots = {a["profile"]: plots.search(a, out.search_plot(a["profile"])) for a in answers}
     plot_files += [p for p in search_plots.values() if p]
-    searched = searches_section(answers, {k: v.name for k, v in search_plots.items() if v})
     accounting = gpuhours.of_folder(results_dir, points)
+    searched = searches_section(answers, {k: v.name for k, v in search_plots.items() if v},
+                                gpuhours.by_profile(accounting[0]) if accounting else {})
     held = gpuhours.markdown(*accounting) if accounting else ""
     write_atomic(out.markdown, markdown(rep, plot_files, sections, held, searched))
     write_atomic(out.csv, points_csv(points))

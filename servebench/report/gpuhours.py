@@ -23,6 +23,17 @@ def of_folder(results_dir: Path, points: list[PointResult]) -> tuple[list[Held],
     return session(data, points, gpus)
 
 
+def by_profile(allocations: list[Held]) -> dict[str, Held]:
+    """What each profile's allocations held, summed (a profile allocated again, ``name#2``, counts once)."""
+    out: dict[str, Held] = {}
+    for h in allocations:
+        name = h.name.split("#")[0]
+        if name not in out:
+            out[name] = Held(name, h.gpus)
+        out[name].add(h)
+    return out
+
+
 def _hours(x: float) -> str:
     return number(x, "rate")
 

@@ -30,8 +30,10 @@ def section(points: list[PointResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def searches_section(answers: list[dict], plot_names: dict[str, str]) -> str:
-    """Each search's answer, bracket and probes (``answers``: the stored ``searches/<profile>.json``)."""
+def searches_section(answers: list[dict], plot_names: dict[str, str], held: dict | None = None) -> str:
+    """Each search's answer, bracket and probes (``answers``: the stored ``searches/<profile>.json``); with ``held``
+    (profile -> servebench.results.accounting.Held of its allocations, from the session's manifest) what the
+    search's allocation held in all, beside what its probes measured."""
     if not answers:
         return ""
     lines = ["## Searches", ""]
@@ -42,6 +44,10 @@ def searches_section(answers: list[dict], plot_names: dict[str, str]) -> str:
             energy = a.get("energy_j")
             notes.append(f"It measured {number(a['gpu_hours_measured'], 'rate')} GPU-hours" +
                          (f" and {number(energy / 1000, 'rate')} kJ of GPU energy." if energy is not None else "."))
+        h = (held or {}).get(a["profile"])
+        if h is not None:
+            notes.append(f"Its allocation held {number(h.gpu_hours, 'rate')} GPU-hours in all (queue, model load, "
+                         f"warm-up and idle waits included), {number(h.hours('measuring'), 'rate')} of them measuring.")
         if a["profile"] in plot_names:
             notes.append(f"Plot: `{plot_names[a['profile']]}`.")
         lines += [" ".join([f"**{a['profile']}**: the highest concurrency meeting tier {a['tier']} "
