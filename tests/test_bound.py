@@ -14,8 +14,10 @@ import pytest
 
 from servebench.results import bound
 from servebench.results.model import PointResult
+from servebench.results.parts import BoundVerdict
 from servebench.results.verdict import judge
 from servebench.server import host
+from servebench.server.machine import json_lines
 from servebench.tools import HOST_SAMPLER
 from tests.conftest import REPO, by_id
 
@@ -27,7 +29,7 @@ def load(path: Path) -> PointResult:
     return PointResult.model_validate_json(path.read_text())
 
 
-def judged(r: PointResult, host_record: dict | None = None, late: bool = False) -> bound.Bound:
+def judged(r: PointResult, host_record: dict | None = None, late: bool = False) -> BoundVerdict:
     return bound.judge(r.series, r.telemetry, r.machine, host_record, late)
 
 
@@ -67,7 +69,7 @@ def test_each_kind_of_evidence_decides_in_its_order():
 
 def test_the_bound_gate_fails_a_point_bound_by_something_else_with_its_evidence(catalog):
     r = load(next(p for p in H200 if p.name.endswith("vllm-c32.json")))
-    r = r.model_copy(update={"bound": judged(r).model()})
+    r = r.model_copy(update={"bound": judged(r)})
     prof = by_id(catalog, "llama-770m-h200-vllm")
 
     def check(wanted):
@@ -118,7 +120,8 @@ def test_the_host_sampler_finds_the_points_processes_by_their_token_and_reads_th
     log = tmp_path / "host-0.jsonl"
     try:
         with log.open("w") as out:
-            sampler = subprocess.Popen([sys.executable, str(HOST_SAMPLER), token, "200"], stdout=out)
+            argv = host.sampler_argv(sys.executable, str(HOST_SAMPLER.parent), token, 200)
+            sampler = subprocess.Popen(argv, stdout=out)
             time.sleep(1.0)
             sampler.terminate()
             sampler.wait(timeout=10)
@@ -126,7 +129,7 @@ def test_the_host_sampler_finds_the_points_processes_by_their_token_and_reads_th
         for p in procs:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
-    got = host.summarize({"here": host.read_lines(log)}, 0.2)
+    got = host.summarize({"here": json_lines(log)}, 0.2)
     roles = sorted((p["role"], p["cores_mean"] > 0.3) for p in got["processes"])
     assert roles == [("client", False), ("server", False), ("server", True)], got["processes"]   # the child counted
     assert procs[2].pid not in {p["pid"] for p in got["processes"]}

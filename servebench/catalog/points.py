@@ -11,6 +11,12 @@ from servebench.catalog.loader import Catalog
 from servebench.recipe.profile import Profile
 
 
+def parse_allocation_key(key: str) -> tuple[str, int | None]:
+    """(profile id, part) of an allocation key (:attr:`Point.allocation_key`); the part is None when not split."""
+    profile, sep, part = key.rpartition("#")
+    return (profile, int(part)) if sep and part.isdigit() else (key, None)
+
+
 @dataclass(frozen=True)
 class Point:
     profile: Profile

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from servebench.catalog.loader import Catalog
-from servebench.catalog.points import Point, points
+from servebench.catalog.points import Point, parse_allocation_key, points
 from servebench.cluster import Allocation, release_all
 from servebench.core.errors import ConfigError
 from servebench.core.files import disk_problem, link_atomic, write_atomic
@@ -150,7 +150,7 @@ class ServebenchSession:
         self.start_run()
         if key not in self._assemblies:
             hook = self.config.hook.pytest_servebench_allocation_request
-            part = int(key.rsplit("#", 1)[1]) if "#" in key else None
+            _, part = parse_allocation_key(key)
             self._assemblies[key] = Assembly(
                 profile, self.results, self.run_id, root=Path(self.config.rootpath), xdist_worker=self.worker_id,
                 adjust=lambda req: hook(profile=profile, request=req), part=part)

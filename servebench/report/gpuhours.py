@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from servebench.catalog.points import parse_allocation_key
 from servebench.core.format import number
 from servebench.core.results_folder import ResultsFolder
 from servebench.results.accounting import LABELS, PHASES, Held, session
@@ -27,7 +28,7 @@ def by_profile(allocations: list[Held]) -> dict[str, Held]:
     """What each profile's allocations held, summed (a profile allocated again, ``name#2``, counts once)."""
     out: dict[str, Held] = {}
     for h in allocations:
-        name = h.name.split("#")[0]
+        name, _ = parse_allocation_key(h.name)
         if name not in out:
             out[name] = Held(name, h.gpus)
         out[name].add(h)

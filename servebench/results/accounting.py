@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from servebench.catalog.points import parse_allocation_key
 from servebench.results.model import PointResult
 
 PHASES = ("queue", "model_load", "idle_wait", "warmup", "measuring", "between_points", "release")
@@ -102,7 +103,7 @@ def session(manifest: dict, results: list[PointResult], gpus_of: dict[str, int])
     out, total = [], Held("sweep")
     for entry in manifest.get("allocations", []):
         key = entry.get("profile", "?")
-        profile = key.split("#")[0]
+        profile, _ = parse_allocation_key(key)
         lo, hi = entry.get("allocated_at") or 0, entry.get("released_at") or float("inf")
         mine = [r for r in results if r.identity.profile == profile and lo <= (_ts(r.identity.started_at) or 0) <= hi]
         at = next((t for t in sorted(ready.get(key, [])) if t is not None and lo <= t <= hi), None)

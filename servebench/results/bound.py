@@ -19,9 +19,6 @@ The first that holds, in that order, is the point's bound; the evidence of every
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from servebench.recipe.schema.sweep import BOUNDS  # noqa: F401  (the names, in the order judged here)
 from servebench.results.parts import BoundVerdict
 
 BUSY = 0.6             # share of the power cap (or of the time, without a cap) that makes a GPU busy (#34)
@@ -30,15 +27,16 @@ KV_FULL = 0.8          # mean KV-cache usage in those slices that makes the cach
 HOST_CORE = 0.9        # core-seconds per second of one process that make it the host's limit
 
 
-@dataclass(frozen=True)
-class Bound:
-    bound: str
-    reason: str
-    evidence: dict
+def client_late(concurrency, gates) -> bool:
+    """The load generator sent requests later after their schedule than ``gates.max_issue_latency_ms`` (its p99
+    issue latency; a result without one is not late by this evidence)."""
+    issue = concurrency.issue_latency_ms.p99 if concurrency.issue_latency_ms else None
+    return issue is not None and issue > gates.max_issue_latency_ms
 
-    def model(self) -> BoundVerdict:
-        return BoundVerdict(bound=self.bound, reason=self.reason, evidence={
-            k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.evidence.items()})
+
+def _verdict(bound: str, reason: str, evidence: dict) -> BoundVerdict:
+    return BoundVerdict(bound=bound, reason=reason, evidence={
+        k: (round(v, 4) if isinstance(v, float) else v) for k, v in evidence.items()})
 
 
 def queue(series) -> dict:
@@ -85,32 +83,32 @@ def busy(gpu: dict) -> bool | None:
     return gpu.get("utilization") is not None and gpu["utilization"] >= BUSY
 
 
-def judge(series, telemetry, machine, host: dict | None, client_late: bool) -> Bound:
+def judge(series, telemetry, machine, host: dict | None, late: bool) -> BoundVerdict:
     """The point's bound and the evidence for it (the module's docstring says how)."""
     q, gpu = queue(series), gpu_load(telemetry, machine)
     hottest = (host or {}).get("hottest") or {}
     evidence = {**q, **{f"gpu_{k}": v for k, v in gpu.items()},
                 "host_hottest": hottest.get("name"), "host_hottest_cores": hottest.get("cores"),
-                "client_late": client_late}
+                "client_late": late}
     gpu_busy = busy(gpu)
     queued = bool(q) and q["waiting_share"] >= WAITING_SHARE
     kv_full = queued and q["kv_usage_while_waiting"] is not None and q["kv_usage_while_waiting"] >= KV_FULL
-    if client_late:
-        return Bound("client", "the load generator sent requests late (profile.gates.max_issue_latency_ms)", evidence)
+    if late:
+        return _verdict("client", "the load generator sent requests late (profile.gates.max_issue_latency_ms)", evidence)
     if not q:
-        return Bound("unknown", "no series of the engines' running and waiting requests", evidence)
+        return _verdict("unknown", "no series of the engines' running and waiting requests", evidence)
     said = (f"requests waited in {q['waiting_share']:.0%} of the active slices, "
             f"{q['running_mean']:.1f} running and {q['waiting_mean']:.1f} waiting on average")
     gpu_said = _gpu_said(gpu)
     if kv_full and not gpu_busy:
-        return Bound("kv", f"{said}, the KV cache {q['kv_usage_while_waiting']:.0%} full while they waited; "
+        return _verdict("kv", f"{said}, the KV cache {q['kv_usage_while_waiting']:.0%} full while they waited; "
                            f"{gpu_said}", evidence)
     if gpu_busy:
-        return Bound("gpu", f"{gpu_said}; {said}", evidence)
+        return _verdict("gpu", f"{gpu_said}; {said}", evidence)
     if hottest.get("cores") is not None and hottest["cores"] >= HOST_CORE:
-        return Bound("host", f"{hottest['name']} took {hottest['cores']:.2f} cores while {gpu_said}; {said}",
+        return _verdict("host", f"{hottest['name']} took {hottest['cores']:.2f} cores while {gpu_said}; {said}",
                      evidence)
-    return Bound("load", f"no queue the server could not take in ({said}); {gpu_said}", evidence)
+    return _verdict("load", f"no queue the server could not take in ({said}); {gpu_said}", evidence)
 
 
 def _gpu_said(gpu: dict) -> str:

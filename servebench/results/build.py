@@ -137,9 +137,8 @@ def build(m: Measurement) -> PointResult:
         "telemetry": m.telemetry,
         "host": m.host,
     })
-    issue = r.concurrency.issue_latency_ms.p99 if r.concurrency.issue_latency_ms else None
-    late = issue is not None and issue > p.spec.gates.max_issue_latency_ms
-    return r.model_copy(update={"bound": bound.judge(r.series, r.telemetry, r.machine, m.host, late).model()})
+    late = bound.client_late(r.concurrency, p.spec.gates)
+    return r.model_copy(update={"bound": bound.judge(r.series, r.telemetry, r.machine, m.host, late)})
 
 
 def window_of(profiled: list) -> tuple[float, float] | None:

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 
 from servebench.core.format import interval, number
 from servebench.load.series import stalls
+from servebench.results.bound import client_late
 from servebench.results.slo import describe
 from servebench.recipe.profile import Profile
 from servebench.results.model import Check, PointResult, Verdict
@@ -260,7 +261,7 @@ def client_bound(conc, g, generator: str = "the load generator") -> Check:
     allowed = f"; the trace allows {number(conc.trace_allowed, 'conc')} in flight" if conc.trace_allowed else ""
     where = f"effective concurrency {number(conc.effective_avg, 'conc')} of target {conc.target}{allowed}"
     if issue is not None:
-        ok = issue <= g.max_issue_latency_ms
+        ok = not client_late(conc, g)
         said = f"{generator} sent requests up to {number(issue, 'ms')} ms (p99) after their schedule"
         passed = f"not client-bound: {said} (<= {g.max_issue_latency_ms:g} ms); {where}"
         message = (f"client-bound: {said} (> {g.max_issue_latency_ms:g} ms, profile.gates.max_issue_latency_ms); "

@@ -7,8 +7,6 @@ while the GPU idled: a host-bound point (servebench.results.bound) is told from 
 
 from __future__ import annotations
 
-import json
-import logging
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +14,11 @@ from pathlib import Path
 from servebench.cluster import Allocation
 from servebench.cluster.base import NodeProcess
 from servebench.core.results_folder import CaseFolder
-from servebench.server.identity import CLIENT_ENV
-from servebench.server.machine import INTERVAL_MS, hosts, runner
+from servebench.server.identity import CLIENT_ENV, TOKEN_ENV
+from servebench.server.machine import INTERVAL_MS, hosts, json_lines, runner
 from servebench.server.plan import ServerPlan
 from servebench.tools import HOST_SAMPLER, in_folder
 
-log = logging.getLogger(__name__)
 SOURCE = "servebench/tools/host_sampler.py: /proc/PID/stat of the point's processes, /proc/loadavg, /proc/cpuinfo"
 
 
@@ -41,7 +38,12 @@ class HostSampling:
         if not self.procs:
             return None
         self.allocation.stop_all(list(self.procs.values()))
-        return summarize({node: read_lines(proc.log) for node, proc in self.procs.items()}, self.interval_s)
+        return summarize({node: json_lines(proc.log) for node, proc in self.procs.items()}, self.interval_s)
+
+
+def sampler_argv(python: str, tools: str, token: str, interval_ms: int = INTERVAL_MS) -> list[str]:
+    """The sampler's command with the node's interpreter and tools folder (the variables named here, by their owner)."""
+    return [python, in_folder(tools, HOST_SAMPLER), token, str(interval_ms), TOKEN_ENV, CLIENT_ENV]
 
 
 def start(plan: ServerPlan, allocation: Allocation, token: str | None, case: CaseFolder,
@@ -51,27 +53,10 @@ def start(plan: ServerPlan, allocation: Allocation, token: str | None, case: Cas
     if token:
         for rank in hosts(plan, allocation):
             python, tools = runner(plan, rank)
-            proc = allocation.launch(rank, "hostload", [python, in_folder(tools, HOST_SAMPLER), token,
-                                                        str(interval_ms)], {}, case.host_samples(rank),
-                                     role="client", oneshot=True)
+            proc = allocation.launch(rank, "hostload", sampler_argv(python, tools, token, interval_ms), {},
+                                     case.host_samples(rank), role="client", oneshot=True)
             procs[proc.node] = proc
     return HostSampling(allocation, procs, interval_ms / 1000)
-
-
-def read_lines(path: Path) -> list[dict]:
-    """A sampler's JSON lines (a line of another shape, such as a warning, left out)."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return []
-    out = []
-    for line in text.splitlines():
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-    return out
 
 
 def summarize(rows: dict[str, list[dict]], interval_s: float) -> dict | None:

@@ -82,18 +82,25 @@ def record(plan: ServerPlan, allocation: Allocation, folder: ProfileFolder, time
     return out
 
 
-def _last_json(path: Path) -> dict | None:
+def json_lines(path: Path) -> list[dict]:
+    """The JSON lines a node step wrote into its log (a line of another shape, such as a warning, left out)."""
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        text = path.read_text(errors="replace")
     except OSError:
-        return None
-    for line in reversed(lines):
+        return []
+    out = []
+    for line in text.splitlines():
         if line.startswith("{"):
             try:
-                return json.loads(line)
+                out.append(json.loads(line))
             except ValueError:
-                return None
-    return None
+                continue
+    return out
+
+
+def _last_json(path: Path) -> dict | None:
+    found = json_lines(path)
+    return found[-1] if found else None
 
 
 @dataclass

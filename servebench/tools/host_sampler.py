@@ -1,10 +1,10 @@
 """Sample this host's CPU use by the processes of one point (#34), run as a step on each host beside the GPU sampler.
 
-    python host_sampler.py TOKEN INTERVAL_MS
+    python host_sampler.py TOKEN INTERVAL_MS SERVER_VAR CLIENT_VAR
 
 Every INTERVAL_MS it prints one JSON line: the wall clock, the 1-minute load average, the mean CPU clock (MHz, from
-/proc/cpuinfo) and, for every process whose environment carries TOKEN as SERVEBENCH_DEPLOYMENT (the deployment's
-servers) or as SERVEBENCH_CLIENT (the load generator), and every process they started (engine cores, workers: found
+/proc/cpuinfo) and, for every process whose environment carries TOKEN as SERVER_VAR (the deployment's servers;
+servebench.server.identity names the variables) or as CLIENT_VAR (the load generator), and every process they started (engine cores, workers: found
 by their parents, since a process that retitles itself, as vLLM's VLLM::EngineCore does with setproctitle, writes
 its title over its environment), its name, its role and its CPU time so far in clock ticks (utime + stime of
 /proc/PID/stat). Until it is stopped (SIGTERM). Standard library only: it runs with any interpreter a node has, in any image.
@@ -18,16 +18,13 @@ import signal
 import sys
 import time
 
-ROLES = {b"SERVEBENCH_DEPLOYMENT": "server", b"SERVEBENCH_CLIENT": "client"}
-
-
-def role_of(pid: str, token: bytes) -> str | None:
+def role_of(pid: str, token: bytes, roles: dict[bytes, str]) -> str | None:
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             env = f.read().split(b"\0")
     except OSError:
         return None
-    for name, role in ROLES.items():
+    for name, role in roles.items():
         if name + b"=" + token in env:
             return role
     return None
@@ -70,6 +67,7 @@ def mhz() -> float | None:
 
 def main() -> None:
     token, interval = sys.argv[1].encode(), int(sys.argv[2]) / 1000
+    roles = {sys.argv[3].encode(): "server", sys.argv[4].encode(): "client"}
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     known: dict[str, tuple[str, str] | None] = {}         # pid -> (role, name), or None: not this point's
     print(json.dumps({"hz": os.sysconf("SC_CLK_TCK"), "cores": os.cpu_count()}), flush=True)
@@ -77,7 +75,7 @@ def main() -> None:
         stats = {pid: st for pid in os.listdir("/proc") if pid.isdigit() and (st := stat_of(pid)) is not None}
         for pid in sorted(stats, key=int):           # a parent's pid is (almost always) lower than its child's
             if pid not in known:
-                role = role_of(pid, token) or (known.get(stats[pid][0]) or (None,))[0]
+                role = role_of(pid, token, roles) or (known.get(stats[pid][0]) or (None,))[0]
                 known[pid] = (role, name_of(pid)) if role else None
         procs = {pid: [known[pid][1], known[pid][0], stats[pid][1]] for pid in stats if known.get(pid)}
         print(json.dumps({"t": time.time(), "load": os.getloadavg()[0], "mhz": mhz(), "procs": procs}), flush=True)

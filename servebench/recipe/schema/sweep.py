@@ -55,7 +55,6 @@ class Labels(_Strict):
 
 
 # What can bind a point, in the order servebench.results.bound judges it (its docstring says how).
-BOUNDS = ("client", "kv", "gpu", "host", "load", "unknown")
 Bound = Literal["client", "kv", "gpu", "host", "load", "unknown"]
 
 
