@@ -84,6 +84,7 @@ def measured(prof, dep, results: Path):
                    run_id="nl")
 
 
+@pytest.mark.local                  # AIPerf's venv (scripts/install-servers)
 @pytest.mark.parametrize("placement", ["head", "login"])
 def test_the_client_reads_a_node_local_model_only_from_a_node(node_local, tmp_path, placement):
     if not AIPERF.exists() or not SERVE_PY.exists():
@@ -111,6 +112,7 @@ def test_the_client_reads_a_node_local_model_only_from_a_node(node_local, tmp_pa
     assert "tokenizer failed with exit code 2" in str(cause) and "was not started (the client on login)" in str(cause)
 
 
+@pytest.mark.local
 def test_a_results_folder_the_login_side_cannot_read_fails_the_point_saying_so(node_local, tmp_path):
     if not AIPERF.exists() or not SERVE_PY.exists():
         pytest.skip("run scripts/install-servers")

@@ -14,7 +14,7 @@ from servebench.catalog.loader import Catalog
 from tests.conftest import REPO, by_id, edit, run_cli
 from tests.test_slurm import processes_with, squeue
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.local]   # local: the serving venv (scripts/install-servers)
 SERVE_PY = REPO / ".venvs/serve/bin/python"
 
 

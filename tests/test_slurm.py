@@ -382,6 +382,7 @@ def test_pytest_timeout_leaves_nothing_behind(slurm_suite, tmp_path, monkeypatch
     wait_for(lambda: not processes_with(token), 15, "processes to exit")
 
 
+@pytest.mark.local                  # the serving and AIPerf venvs (scripts/install-servers)
 def test_dynamo_with_etcd_nats_and_the_kv_router_over_two_slurm_nodes(slurm, pytester, tmp_path):
     """The embedded default's dynamo_slurm profile for real: sbatch, etcd + NATS (Debian's) started as steps on
     the head node, the frontend with the KV router, two independent workers on two virtual nodes, one AIPerf
@@ -443,6 +444,9 @@ def test_a_lost_node_daemon_fails_cleanly_with_one_verdict_and_the_stuck_job_rep
     token = f"sbtest-{uuid.uuid4().hex[:8]}"
     (slurm_suite.path / "benchmarks/test_lose.py").write_text(LOSE_NODE.replace("TOKEN", token))
     edit(slurm_suite.path / "recipes/tiny/alpha.yaml", "stop_grace_s: 15", "stop_grace_s: 3")   # n2's step: no answer
+    # the stuck job is reported after the cluster's release wait (30 s by default; a node lost stays lost far longer)
+    edit(slurm_suite.path / "recipes/clusters/slurm-local.yaml", "  partition: debug",
+         "  partition: debug\n  release_wait_s: 8")
     results = tmp_path / "results"
     try:
         res = slurm_suite.runpytest_subprocess("benchmarks", "-k", "alpha-c1", "--results-dir", str(results))
@@ -457,6 +461,7 @@ def test_a_lost_node_daemon_fails_cleanly_with_one_verdict_and_the_stuck_job_rep
         verdict = "passed" if outcome.get("passed") else "failed"
         assert f"| tiny-cpu-alpha-c1 | {verdict} |" in summary and f"tiny-cpu-alpha-c1 {verdict}" in \
             " ".join(text.split()), (verdict, summary)            # the terminal and summary.md agree
+        assert "still" in alloc["release_error"] and "8 s after scancel" in alloc["release_error"], alloc
         assert "does not answer its controller" in alloc["release_error"], alloc     # the stuck job, with what to do
         lines = [ln for ln in text.splitlines() if "not released: job " + alloc["job_id"] in ln]
         assert len(lines) == 1 and "scancel" in lines[0], text

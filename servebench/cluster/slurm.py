@@ -19,6 +19,7 @@ from servebench.cluster.base import Allocation, AllocationRequest, Backend, Clus
 from servebench.catalog.budget import KILL_WAIT_S
 from servebench.cluster.heartbeat import DEFAULT_ORPHAN_AFTER_S, Heartbeat, holder_lines
 from servebench.core.processes import stop_group
+from servebench.recipe.schema.cluster import SlurmAccess
 from servebench.cluster.srun import node_local_argv, srun_prefix, step_image, step_name, unset_argv
 
 log = logging.getLogger(__name__)
@@ -83,14 +84,20 @@ def sbatch_script(req: AllocationRequest, orphan_after_s: int = DEFAULT_ORPHAN_A
     return "\n".join(lines)
 
 
+# how long a job may take to end after scancel where no cluster file says (its slurm.release_wait_s)
+RELEASE_WAIT_S = SlurmAccess.model_fields["release_wait_s"].default
+
+
 class SlurmAllocation(Allocation):
     backend = "slurm"
 
     def __init__(self, request: AllocationRequest, nodes: list[str], job_id: str | None = None, dry: bool = False,
-                 node_local: dict[str, str] | None = None, heartbeat: Heartbeat | None = None):
+                 node_local: dict[str, str] | None = None, heartbeat: Heartbeat | None = None,
+                 release_wait_s: float = RELEASE_WAIT_S):
         super().__init__(request, nodes, job_id, dry)
         self.node_local = dict(node_local or {})
         self.heartbeat = heartbeat
+        self.release_wait_s = release_wait_s
 
     def _command(self, node: str, argv: list[str], env: dict[str, str | None], name: str,
                  image: str | None = None) -> list[str]:
@@ -181,13 +188,14 @@ class SlurmAllocation(Allocation):
             state, _ = job_state(self.job_id)
             return Done(state) if state is None or state.split()[0] in ENDED else state
         try:
-            poll(gone, timeout=30, interval=0.2, backoff=1.5, max_interval=5, what=f"job {self.job_id} to end")
+            poll(gone, timeout=self.release_wait_s, interval=0.2, backoff=1.5, max_interval=5,
+                 what=f"job {self.job_id} to end")
         except PollTimeout as err:
-            raise ClusterError(f"job {self.job_id} still {err.last} 30 s after scancel: a node of it does not answer "
-                               f"its controller (`scontrol show job {self.job_id}` and `sinfo -R` name it); what ran "
-                               "there may live on until its slurmd is back, and Slurm then ends it; if it does not "
-                               f"come back, `scancel {self.job_id}` again later or ask the site to drain or reboot "
-                               "the node") from None
+            raise ClusterError(f"job {self.job_id} still {err.last} {self.release_wait_s:g} s after scancel: a node of "
+                               f"it does not answer its controller (`scontrol show job {self.job_id}` and `sinfo -R` "
+                               "name it); what ran there may live on until its slurmd is back, and Slurm then ends "
+                               f"it; if it does not come back, `scancel {self.job_id}` again later or ask the site to "
+                               "drain or reboot the node") from None
 
 
 ENDING_S = 8          # how long a job Slurm is ending may show COMPLETING before its final state
@@ -266,7 +274,8 @@ class SlurmBackend(Backend):
             beat.stop()
             _run(["scancel", job_id])
             raise
-        return SlurmAllocation(request, hosts, job_id, node_local=self._node_local, heartbeat=beat)
+        return SlurmAllocation(request, hosts, job_id, node_local=self._node_local, heartbeat=beat,
+                               release_wait_s=self.cluster.slurm.release_wait_s if self.cluster else RELEASE_WAIT_S)
 
     @staticmethod
     def _wait_running(job_id: str, timeout: float) -> str:

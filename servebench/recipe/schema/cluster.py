@@ -32,6 +32,10 @@ class SlurmAccess(_Strict):
         180, ge=20, description="the holder job ends itself once the session's heartbeat (a file in the profile "
         "folder the session rewrites every orphan_after_s/6 s) has not changed for this long: a session killed "
         "with SIGKILL, a lost login shell or CI runner gives its nodes back within this bound, not the time limit")
+    release_wait_s: StrictInt = Field(
+        30, ge=1, description="how long a session waits after scancel for its job to end before it reports the job "
+        "stuck (a node that does not answer its controller) with what to do; at least the cluster's KillWait "
+        "(`scontrol show config`) plus a margin")
 
 
 class Network(_Strict):
