@@ -82,6 +82,21 @@ def test_the_bound_gate_fails_a_point_bound_by_something_else_with_its_evidence(
     failed = check("gpu")
     assert not failed.ok and failed.message.startswith("kv-bound, not gpu-bound (profile.gates.bound): ")
     assert "22.7 waiting" in failed.message
+    assert check({32: "kv"}).ok and not check({32: "gpu"}).ok                 # the point's own concurrency decides
+    gates = prof.spec.gates.model_copy(update={"bound": {8: "gpu"}})
+    p = dataclasses.replace(prof, spec=prof.spec.model_copy(update={"gates": gates}))
+    assert not [c for c in judge(r, p).checks if c.name == "bound"]           # c32 not named: not judged
+
+
+def test_a_bound_for_a_concurrency_the_sweep_lacks_is_a_problem_naming_the_key(recipes):
+    from servebench.catalog import Catalog
+    from tests.conftest import edit
+    edit(recipes / "h200-7b/_sweep.yaml", "bound: {4: load, 32: gpu}", "bound: {4: load, 64: gpu}")
+    from servebench.core.errors import ConfigError
+    with pytest.raises(ConfigError) as err:
+        Catalog.load(recipes)
+    assert "h200-7b/_sweep.yaml:14: profile.gates.bound: bounds for concurrencies [64] not in the sweep (fix: key " \
+           "bounds by concurrencies of this profile" in str(err.value)
 
 
 def test_host_samples_summarize_to_cores_per_process_busiest_server_first():

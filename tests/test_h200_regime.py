@@ -1,6 +1,6 @@
 """#34 item 1: H200 profiles in the cluster's regime (recipes/h200-7b): a generated ~7B Llama with CUDA graphs and
 the GB200 recipes' compilation config, a 12 GiB GPU KV budget that lets ~19 agentic sequences run while the live
-sessions' prefixes overflow it, a 32 GiB CPU tier on the offload arms, and gates.bound: gpu. Rendering, the capacity
+sessions' prefixes overflow it, a 32 GiB CPU tier on the offload arms, and gates.bound: the high point GPU-bound, the low one load-bound. Rendering, the capacity
 model and the model description, offline."""
 
 import json
@@ -45,7 +45,7 @@ def test_the_kv_budget_holds_about_19_agentic_sequences_and_the_offload_tier_fit
     if p.offload:
         assert est.dram_pool_per_node == 32 * GIB <= est.dram_budget_per_node
         assert est.dram_pool_per_node > max(p.spec.concurrency) * 5000 * est.kv_bytes_per_token   # all fit there
-    assert p.spec.gates.bound == "gpu" and p.spec.concurrency == [4, 32]
+    assert p.spec.gates.bound == {4: "load", 32: "gpu"} and p.spec.concurrency == [4, 32]
 
 
 @pytest.mark.parametrize("case", ["llama-7b-h200-vllm-c32", "llama-7b-h200-dynamo_offload-c4"])
@@ -60,3 +60,41 @@ def test_the_servers_run_with_cuda_graphs_covering_the_batch_never_eager(case, r
     assert config["cudagraph_mode"] == "PIECEWISE" and max(config["cudagraph_capture_sizes"]) >= seqs == 64
     assert argv[argv.index("--kv-cache-memory-bytes") + 1] == str(12 * GIB)
     assert "llama-7b" in line                                                  # the generated model's alias resolved
+
+
+# #34 item 4: the 7B profiles recorded on the lent H200 (tests/data/h200-7b/README.md), vllm and vllm_offload at c4 and
+# c32, 120 s each, one server on the GPU at a time
+RECORDED = REPO / "tests/data/h200-7b"
+
+
+def recorded(case: str):
+    from servebench.results.model import PointResult
+    return PointResult.model_validate_json((RECORDED / "points" / f"{case}.json").read_text())
+
+
+@pytest.mark.parametrize("arm", ["vllm", "vllm_offload"])
+def test_the_recorded_high_point_keeps_the_h200_busy_and_serves_far_more_than_the_low_one(arm):
+    low, high = recorded(f"llama-7b-h200-{arm}-c4"), recorded(f"llama-7b-h200-{arm}-c32")
+    ev = high.bound.evidence
+    assert ev["gpu_power_share"] >= 0.6 or ev["gpu_utilization"] >= 0.6, ev                  # 82% / 75% of 700 W
+    assert high.throughput.output_tps_per_gpu >= 1.5 * low.throughput.output_tps_per_gpu     # 1.8x / 3.6x
+    assert low.bound.evidence["gpu_power_share"] < 0.6                                        # c4 leaves it half idle
+    assert high.bound.evidence["running_mean"] > 15 > low.bound.evidence["running_mean"]      # a batch, not ~6
+
+
+@pytest.mark.parametrize("case", sorted(p.stem for p in (RECORDED / "points").glob("*.json")))
+def test_each_recorded_bound_is_what_its_evidence_says_and_the_shipped_gates_accept_it(catalog, case):
+    """The stored bound is the one servebench.results.bound judges again from the point's own series, telemetry,
+    machine and host record; c4 ran all it was offered (load), c32 kept the GPU busy (gpu). Recorded under
+    `gates.bound: gpu` for every point, the c4 points failed that gate; the shipped `{4: load, 32: gpu}` passes all."""
+    from servebench.results import bound
+    from servebench.results.verdict import judge
+    r = recorded(case)
+    again = bound.judge(r.series, r.telemetry, r.machine, r.host.model_dump() if r.host else None,
+                        r.bound.evidence["client_late"])
+    assert again == r.bound
+    assert r.bound.bound == ("gpu" if case.endswith("-c32") else "load"), r.bound.reason
+    (stored,) = [c for c in r.verdict.checks if c.name == "bound"]
+    assert stored.ok == case.endswith("-c32")                                  # as recorded: bound gpu everywhere
+    (now,) = [c for c in judge(r, by_id(catalog, r.identity.profile)).checks if c.name == "bound"]
+    assert now.ok, now.message

@@ -97,7 +97,7 @@ def test_recipe_fingerprint_ignores_spelled_out_defaults(recipes):
 def test_shipped_fingerprints_stay_as_recorded_and_slo_tiers_leave_them(recipes):
     """A result is reused, compared and pooled with others by its recipe fingerprint; a key servebench adds later
     (a gate, a load option) must leave every existing fingerprint as it was at its default (profile.LATER_KEYS), and
-    the service-level tiers judge the requests without changing them. tests/data/fingerprints.json holds the
+    the service-level tiers and the bound a point must show judge it without changing it. tests/data/fingerprints.json holds the
     shipped profiles' fingerprints: a change that alters one on purpose updates it and says so."""
     from tests.conftest import edit
     recorded = json.loads((REPO / "tests/data/fingerprints.json").read_text())
@@ -105,6 +105,8 @@ def test_shipped_fingerprints_stay_as_recorded_and_slo_tiers_leave_them(recipes)
     edit(recipes / "kimi-k3/gb200/tep.yaml", "  name: tep\n",
          "  name: tep\n  slo:\n    strict: {ttft_ms: 500, tpot_ms: 20, attainment: 0.99}\n")
     assert by_id(Catalog.load(recipes), "kimi-k3-gb200-tep").fingerprint == recorded["kimi-k3-gb200-tep"]
+    edit(recipes / "h200-7b/_sweep.yaml", "bound: {4: load, 32: gpu}", "bound: gpu")     # how a point is judged
+    assert by_id(Catalog.load(recipes), "llama-7b-h200-vllm").fingerprint == recorded["llama-7b-h200-vllm"]
 
 
 def test_base_is_a_plain_srt_slurm_recipe(repo):

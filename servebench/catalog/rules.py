@@ -187,19 +187,25 @@ def literal_placeholders(p: Profile) -> Iterator[Problem]:
 
 
 def gates(p: Profile) -> Iterator[Problem]:
-    """Catches a live gate stricter than the final gate; floors for concurrencies not in the sweep."""
+    """Catches a live gate stricter than the final gate; floors and bounds for concurrencies not in the sweep."""
     g = p.spec.gates
     if g.live < g.error_rate:
         yield p.profile_problem(
             ["gates", "live_error_rate"], f"live gate {g.live} is stricter than the final gate "
             f"{g.error_rate}: runs would abort before they could fail properly", "make it >= error_rate")
     conc = p.spec.concurrency
-    stray = sorted(c for c in g.min_output_tps_per_gpu
-                   if (not min(conc) <= c <= max(conc) if p.spec.search is not None else c not in conc))
-    if stray:     # a search probes anywhere in its range: a floor there applies to a probe that lands on it
+
+    def strays(keys):    # a search probes anywhere in its range: a gate there applies to a probe that lands on it
+        return sorted(c for c in keys if (not min(conc) <= c <= max(conc) if p.spec.search is not None
+                                           else c not in conc))
+    if stray := strays(g.min_output_tps_per_gpu):
         yield p.profile_problem(
             ["gates", "min_output_tps_per_gpu"], f"floors for concurrencies {stray} not in the sweep",
             "key floors by concurrencies of this profile")
+    if isinstance(g.bound, dict) and (stray := strays(g.bound)):
+        yield p.profile_problem(
+            ["gates", "bound"], f"bounds for concurrencies {stray} not in the sweep",
+            "key bounds by concurrencies of this profile, or give one name for every point")
 
 
 def credential_flags(p: Profile) -> Iterator[Problem]:

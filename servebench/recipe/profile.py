@@ -28,7 +28,7 @@ LATER_KEYS = {("profile", "load", "generator"): "aiperf", ("profile", "load", "o
               ("cluster", "runtime", "startup_s"): 600, ("cluster", "runtime", "container_mounts"): {},
               ("cluster", "slurm", "node_local"): {}, ("profile", "gates", "require_steady"): False,
               ("profile", "gates", "max_stall_s"): 30.0, ("profile", "gates", "slo"): None,
-              ("profile", "search"): None, ("profile", "gates", "bound"): None}
+              ("profile", "search"): None, ("cluster", "slurm", "release_wait_s"): 30}
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,8 @@ class Profile:
     def fingerprint(self) -> str:
         """sha256 over everything that defines the deployment and the load, except the concurrency, where the
         client's own files come from (runtime.client: its interpreter, install and cache, not what it sends), the
-        run-length rule (load.stop: the result says which ran) and the service-level tiers (profile.slo: how the
-        requests are judged, not what they are).
+        run-length rule (load.stop: the result says which ran), the service-level tiers (profile.slo: how the
+        requests are judged, not what they are) and the bound a point must show (gates.bound: how it is judged).
         Computed on the parsed models, so spelling out a default does not change it."""
         prof = self.spec.model_dump(mode="json", by_alias=True, exclude={"concurrency", "description", "waive",
                                                                         "allocations", "slo"})
@@ -98,6 +98,7 @@ class Profile:
         cluster["runtime"].pop("client", None)
         cluster.pop("cost", None)                     # what the GPU time costs, not what is measured
         prof.get("load", {}).pop("stop", None)        # how long a point runs, not what it measures (result.run.mode)
+        prof.get("gates", {}).pop("bound", None)      # what must have bound a point: how it is judged, like slo
         whole = {"profile": prof, "recipe": self.recipe.model_dump(mode="json"), "cluster": cluster}
         for path, default in LATER_KEYS.items():
             *parents, key = path

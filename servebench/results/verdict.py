@@ -102,8 +102,8 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
             f"{run.ready_workers} of the {run.expected_workers} serving instances ready at the point's start: a "
             "worker was lost since the deployment came up, and the point measured fewer than its layout (its log "
             "is in the profile's logs folder)")))
-    if g.bound is not None:
-        checks.append(bound_check(result, g.bound))
+    if (wanted := g.wanted_bound(target)) is not None:
+        checks.append(bound_check(result, wanted))
     if against is not None:        # (run ids, servebench.history.compare.Change of output tok/s per GPU)
         runs, ch = against
         span = interval(ch.low, ch.high)

@@ -56,6 +56,7 @@ class Labels(_Strict):
 
 # What can bind a point, in the order servebench.results.bound judges it (its docstring says how).
 Bound = Literal["client", "kv", "gpu", "host", "load", "unknown"]
+Wanted = Literal["gpu", "kv", "host", "load"]      # what a profile may require (gates.bound)
 
 
 class Gates(_Strict):
@@ -81,9 +82,14 @@ class Gates(_Strict):
     slo: str | None = Field(None, description="a tier of profile.slo each point must meet: its attainment's 95% "
                             "interval wholly at or above the tier's target (wholly below fails; across it: "
                             "unresolved, which fails too)")
-    bound: Literal["gpu", "kv", "host", "load"] | None = Field(
-        None, description="what must bind each point (servebench.results.bound): a GPU benchmark that measured a "
-        "starved batch, a busy host or an idle server instead fails, with the evidence")
+    bound: Wanted | dict[StrictInt, Wanted] | None = Field(
+        None, description="what must bind each point (servebench.results.bound), or the points named by concurrency "
+        "({32: gpu}: a low point may be load-bound): a GPU benchmark that measured a starved batch, a busy host or an "
+        "idle server instead fails, with the evidence")
+
+    def wanted_bound(self, concurrency: int) -> str | None:
+        """What ``bound`` asks of the point at ``concurrency`` (None: nothing)."""
+        return self.bound.get(concurrency) if isinstance(self.bound, dict) else self.bound
     baseline_tolerance: float = Field(
         0.45, ge=0, lt=1, description="with --baseline: allowed drop of output tok/s per GPU (README: run-to-run noise)")
 
