@@ -98,3 +98,23 @@ def test_each_recorded_bound_is_what_its_evidence_says_and_the_shipped_gates_acc
     assert stored.ok == case.endswith("-c32")                                  # as recorded: bound gpu everywhere
     (now,) = [c for c in judge(r, by_id(catalog, r.identity.profile)).checks if c.name == "bound"]
     assert now.ok, now.message
+
+
+def test_a_point_whose_trace_ran_out_before_its_planned_length_fails_saying_how_many_sessions(catalog):
+    """Recorded with 16 sessions per concurrency, the c4 points' traces ran out 80 s into their planned 120 s: every
+    request sent and done, a shorter window than planned. The check names the key and a size that would last; the
+    c32 points ran their length and have no such check."""
+    import dataclasses
+    from servebench.results.verdict import judge
+    prof = by_id(catalog, "llama-7b-h200-vllm")
+    trace = prof.spec.load.trace.model_copy(update={"sessions_per_concurrency": 16})     # as it was recorded
+    load = prof.spec.load.model_copy(update={"trace": trace})
+    prof = dataclasses.replace(prof, spec=prof.spec.model_copy(update={"load": load}))
+    low = recorded("llama-7b-h200-vllm-c4")
+    (check,) = [c for c in judge(low, prof).checks if c.name == "trace"]
+    assert not check.ok and check.message == (
+        "the trace ran out: its 358 requests span 80 s of the planned 120 s (load.duration_s), so the point measured a "
+        "shorter window than planned and its end a draining trace; raise profile.load.trace.sessions_per_concurrency "
+        "(16) to at least 31")
+    assert by_id(catalog, "llama-7b-h200-vllm").spec.load.trace.sessions_per_concurrency >= 31     # the shipped fix
+    assert not [c for c in judge(recorded("llama-7b-h200-vllm-c32"), prof).checks if c.name == "trace"]

@@ -6,6 +6,7 @@ that stored verdict and never re-judge.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 
 from servebench.core.format import interval, number
@@ -55,6 +56,8 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
     if ended is not None:
         checks.append(ended)
     checks.append(stall_check(result, g.max_stall_s))
+    if (short := ran_out_check(result, profile.spec.load)) is not None:
+        checks.append(short)
     added = counters_check(result)
     if added is not None:
         checks.append(added)
@@ -171,6 +174,28 @@ def slo_check(result: PointResult, tier: str) -> Check:
     return Check(name="slo", ok=False, message=f"SLO unresolved: {said}: the interval spans the target, so this "
                  "run cannot say whether the tier is met (a longer profile.load.duration_s narrows it; "
                  "profile.gates.slo)")
+
+
+RAN_OUT = 0.9          # a fixed point whose requests span less than this share of its planned length ran out
+
+
+def ran_out_check(result: PointResult, load) -> Check | None:
+    """A fixed-length point whose trace ran out before its planned length: every request was sent and done early,
+    so it measured a shorter window than planned, and its end a draining trace (fewer sessions in flight)."""
+    run, span = result.run, result.throughput.duration_s
+    if run.mode != "fixed" or not run.planned_s or span is None or run.was_cancelled or run.stopped_at_s is not None \
+            or span >= RAN_OUT * run.planned_s:
+        return None
+    if load.dataset == "generated":
+        spc = load.trace.sessions_per_concurrency
+        fix = (f"raise profile.load.trace.sessions_per_concurrency ({spc}) to at least "
+               f"{math.ceil(spc * run.planned_s / span * 1.25)}")
+    else:
+        fix = f"replay a longer trace than {load.dataset} (profile.load.dataset), or shorten load.duration_s"
+    return Check(name="trace", ok=False, message=(
+        f"the trace ran out: its {_count(result.requests.completed)} requests span {span:.0f} s of the planned "
+        f"{run.planned_s:.0f} s (load.duration_s), so the point measured a shorter window than planned and its end "
+        f"a draining trace; {fix}"))
 
 
 def stall_check(result: PointResult, bound: float) -> Check:
