@@ -186,13 +186,13 @@ def _print_load(prof: Profile, sp, target: str, assembly, alloc) -> None:
     """Where the load generator runs and its step's command, for the case named (or the profile's first point)."""
     from servebench.load import client
     from servebench.load.generator import generator_for
-    from servebench.load.measure import job_for
+    from servebench.load.measure import invocation, job_for
 
     conc = next((c for c in prof.spec.concurrency if prof.case_id(c) == target), prof.spec.concurrency[0])
     point = Point(prof, conc)
     job = job_for(point, sp, assembly.results.case(prof.id, point.id), "RUN", write=False)
     gen = generator_for(prof.spec.load.generator)
-    inv = gen.invocation(job)
+    inv = invocation(gen, job)
     where = sp.client
     print(f"\n## client: {gen.name} for {point.id} on {where.describe()}")
     if where.preamble or inv.steps:

@@ -57,6 +57,11 @@ class CaseFolder:
         return self.root / "trace.jsonl"
 
     @property
+    def trace_reuse(self) -> Path:
+        """What prefix reuse the trace allows (servebench/tools/trace_reuse.py, written in the client's step)."""
+        return self.root / "trace-reuse.json"
+
+    @property
     def server_logs(self) -> Path:
         """Copies of every server log, kept when the point failed."""
         return self.root / "server-logs"

@@ -16,8 +16,8 @@ from typing import Callable
 
 from servebench.catalog.points import Point
 from servebench.core.results_folder import CaseFolder
-from servebench.load import client, series, stopping, traces
-from servebench.load.generator import LoadGenerator, LoadJob
+from servebench.load import client, reuse, series, stopping, traces
+from servebench.load.generator import Invocation, LoadGenerator, LoadJob
 from servebench.load.progress import Phases
 from servebench.load.records import LoadRecords
 from servebench.cluster import ProcessDied
@@ -108,6 +108,12 @@ def job_for(point: Point, plan: ServerPlan, case: CaseFolder, run_id: str, write
                    sessions)
 
 
+def invocation(generator: LoadGenerator, job: LoadJob) -> Invocation:
+    """What runs the point where its client runs: the generator's invocation, and the trace's reuse measured first
+    (servebench.load.reuse)."""
+    return reuse.with_step(job, generator.invocation(job))
+
+
 def stop_rule(point: Point, run_length: str | None = None) -> StopRule:
     """The point's run-length rule: the profile's ``load.stop``, its mode replaced by --run-length when given."""
     rule = point.profile.spec.load.stop
@@ -136,7 +142,7 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
                           "the previous point's requests would leak into this one")
         dep.check_answering()        # before the load: the server that answers is this deployment's own
         m.ready_workers, m.expected_workers = dep.ready_workers()
-        inv = generator.invocation(job_for(point, dep.plan, case, run_id))
+        inv = invocation(generator, job_for(point, dep.plan, case, run_id))
         inv.env.update(host.client_env(dep.token))     # the host samplers count the load generator by it
         out_dir = inv.out_dir
         m.before = dep.counters()

@@ -83,6 +83,24 @@ def ab_section(pair: offload.Pair, rows: list[dict], measured_in: dict[str, list
     return "\n".join(lines) + ("\n\n" + verdict if verdict else "") + "\n"
 
 
+def reuse_lines(ordered: list) -> list[str]:
+    """The prefix reuse each point's trace allows against what its server reused (servebench.results.reuse)."""
+    rows = [r for r in ordered if r.reuse is not None]
+    if not rows:
+        return []
+    out = ["", "## Prefix reuse: what the trace allows, what the server reused", "",
+           "(servebench.results.reuse: docs/results.md#the-offload-ab-as-a-verdict)", "",
+           "| case | trace allows | server reused | gap | cache tokens | live sessions' prefixes | should hold |",
+           "|---|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        u = r.reuse
+        hold = u.error or {True: "yes", False: "no", None: "—"}[u.should_hold]
+        out.append(f"| {r.identity.case_id} | {number(u.allowed_share, 'share')} | {number(u.measured_share, 'share')}"
+                   f" | {number(u.gap, 'points')} | {number(u.cache_tokens, 'count')} | "
+                   f"{number(u.working_set_tokens, 'count')} | {hold} |")
+    return out
+
+
 def markdown(rep: Report, plot_files: list[Path], ab_sections: list[str], held: str = "", searched: str = "") -> str:
     columns = registry.shown("report")
     lines = ["# servebench report", "",
@@ -98,6 +116,7 @@ def markdown(rep: Report, plot_files: list[Path], ab_sections: list[str], held: 
     if bounds:
         lines += ["", "## What bound each point", "", "(servebench.results.bound: docs/results.md#what-bound-a-point)",
                   "", *bounds]
+    lines += reuse_lines(ordered)
     if plot_files:
         lines += ["", "Plots: " + ", ".join(f"`{p.name}`" for p in plot_files)]
     lines += [""] + (ab_sections or ["No offload A/B: no offload arm with a base arm that differs from it in the "

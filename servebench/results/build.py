@@ -16,8 +16,9 @@ from servebench.load.measure import Measurement
 from servebench.load.records import busy_fraction
 from servebench.load.series import client_open, counter_series, record_series, token_rates
 from servebench.load.steady import analyse, needed, quantile_upper
-from servebench.results import bound, energy, slo
+from servebench.results import bound, energy, reuse, slo
 from servebench.results.model import SCHEMA_VERSION, PointResult
+from servebench.results.parts import TraceReuse
 from servebench.server.counters import Snapshot
 
 
@@ -138,7 +139,9 @@ def build(m: Measurement) -> PointResult:
         "host": m.host,
     })
     late = bound.client_late(r.concurrency, p.spec.gates)
-    return r.model_copy(update={"bound": bound.judge(r.series, r.telemetry, r.machine, m.host, late)})
+    found = reuse.block(reuse.read(m.case.trace_reuse), r.server, point.concurrency, p)
+    return r.model_copy(update={"bound": bound.judge(r.series, r.telemetry, r.machine, m.host, late),
+                                "reuse": TraceReuse.model_validate(found) if found else None})
 
 
 def window_of(profiled: list) -> tuple[float, float] | None:
@@ -226,7 +229,9 @@ def server_block(d: Snapshot) -> dict:
     space, so hits / queries understates the hit rate under pressure."""
     by_source = d.prompt_tokens_local_cache_hit + d.prompt_tokens_external + d.prompt_tokens_local_compute
     return {"source": "suite scrape before/after the load generator's run (warmup + profiling)",
-            **{k: v for k, v in d.as_dict().items() if k not in ("running", "waiting", "kv_cache_usage", "engines")},
+            **{k: v for k, v in d.as_dict().items() if k not in ("running", "waiting", "kv_cache_usage", "engines",
+                                                                 "block_size", "cache_tokens")},
+            "block_size": d.block_size or None, "cache_tokens": d.cache_tokens or None,
             "prefix_cache_hit_rate": _share(d.prefix_cache_hits, d.prefix_cache_queries),
             "external_prefix_cache_hit_rate": _share(d.external_prefix_cache_hits, d.external_prefix_cache_queries),
             "prompt_token_shares": {"local_cache": _share(d.prompt_tokens_local_cache_hit, by_source),

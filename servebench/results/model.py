@@ -14,7 +14,7 @@ from pydantic import ConfigDict, Field, PositiveInt, ValidationError
 
 from servebench.recipe.schema.sweep import RunLength
 from servebench.results.parts import (BoundVerdict, Economics, Evidence, HostLoad, Machine, Series, SloTierResult,
-                                      SteadyInfo, Telemetry, _Part)
+                                      SteadyInfo, Telemetry, TraceReuse, _Part)
 
 SCHEMA_VERSION = 4
 SCHEMA_ID = "https://servebench.dev/schemas/result.schema.json"
@@ -168,6 +168,8 @@ class Server(_Part):
     prompt_tokens_local_compute: float
     preemptions: float
     requests_succeeded: float
+    block_size: float | None = Field(None, description="the engines' KV block size (vllm:cache_config_info)")
+    cache_tokens: float | None = Field(None, description="tokens the engines' GPU KV caches hold, as they report it")
     prefix_cache_hit_rate: Share = Field(ge=0, le=1)
     external_prefix_cache_hit_rate: Share = Field(ge=0, le=1)
     prompt_token_shares: PromptShares
@@ -226,6 +228,8 @@ class PointResult(_Part):
                                   "and the hosts' load and clock")
     bound: BoundVerdict | None = Field(None, description="what bound the point: the GPU, the KV cache, the host, "
                                        "the load generator or the offered load")
+    reuse: TraceReuse | None = Field(None, description="the prefix reuse the trace allows against what the server "
+                                     "reused, and whether its cache should have held the sessions")
     verdict: Verdict | None = None
     extra: dict[str, Any] = Field(default_factory=dict, description="fields added by a site's "
                                   "pytest_servebench_result_fields hook")

@@ -216,3 +216,22 @@ class BoundVerdict(_Part):
     bound: Bound
     reason: str
     evidence: dict[str, float | int | str | bool | None]
+
+
+class TraceReuse(_Part):
+    """The prefix reuse the replayed trace allows against what the server reused (servebench.results.reuse; #33)."""
+
+    source: str
+    block_size: int | None = Field(description="the block size the shares are for: the server's own, else 16")
+    allowed_share: float | None = Field(ge=0, le=1, description="share of the trace's prompt tokens an unbounded prefix "
+                                 "cache could serve (servebench/tools/trace_reuse.py)")
+    measured_share: float | None = Field(ge=0, le=1, description="prompt tokens the server served from its GPU prefix cache "
+                                  "or its CPU tier, over the window")
+    gap: float | None = Field(description="allowed - measured")
+    prompt_tokens_mean: float | None = Field(description="the trace's mean prompt tokens per request")
+    working_set_tokens: float | None = Field(description="the live sessions' prefixes: concurrency x mean prompt")
+    cache_tokens: float | None = Field(description="tokens the GPU KV cache holds (the server's report, else the "
+                                       "capacity model), plus the CPU tier's on an offload arm")
+    should_hold: bool | None = Field(description="the cache holds the working set: a large gap then is the client "
+                                     "changing its bytes between turns, or prefix caching off")
+    error: str | None = Field(None, description="why the trace's reuse was not measured")

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from servebench.core.format import interval, number
 from servebench.load.series import stalls
 from servebench.results.bound import client_late
+from servebench.results.reuse import GAP as REUSE_GAP, LOW as REUSE_LOW, REQUESTS as REUSE_REQUESTS
 from servebench.results.slo import describe
 from servebench.recipe.profile import Profile
 from servebench.results.model import Check, PointResult, Verdict
@@ -58,6 +59,8 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
     checks.append(stall_check(result, g.max_stall_s))
     if (short := ran_out_check(result, profile.spec.load)) is not None:
         checks.append(short)
+    if (reused := reuse_check(result)) is not None:
+        checks.append(reused)
     added = counters_check(result)
     if added is not None:
         checks.append(added)
@@ -196,6 +199,28 @@ def ran_out_check(result: PointResult, load) -> Check | None:
         f"the trace ran out: its {_count(result.requests.completed)} requests span {span:.0f} s of the planned "
         f"{run.planned_s:.0f} s (load.duration_s), so the point measured a shorter window than planned and its end "
         f"a draining trace; {fix}"))
+
+
+def reuse_check(result: PointResult) -> Check | None:
+    """The server reused about what the trace allows wherever its cache should hold the live sessions
+    (servebench.results.reuse); where it cannot hold them the gap is the cache's size, said and not failed."""
+    r = result.reuse
+    if r is None or r.gap is None:
+        return None
+    said = (f"the server served {_pct(r.measured_share)} of the prompt tokens from its caches; the trace allows "
+            f"{_pct(r.allowed_share)} (block size {r.block_size})")
+    held = (f"its caches hold {number(r.cache_tokens, 'count')} tokens and the live sessions' prefixes need "
+            f"~{number(r.working_set_tokens, 'count')}")
+    if not r.should_hold:
+        return Check(name="reuse", ok=True, message=f"{said}; {held}, so the cache cannot hold them all")
+    done, least = result.requests.completed or 0, REUSE_REQUESTS * result.identity.concurrency
+    if done < least:
+        return Check(name="reuse", ok=True, message=f"{said}; too few requests to judge it ({_count(done)} < "
+                     f"{least}: a short window holds mostly sessions' first turns)")
+    far = r.gap > REUSE_GAP and r.measured_share < REUSE_LOW * r.allowed_share
+    return _check("reuse", not far, f"{said}; {held}", (
+        f"{said}, and {held}: the bytes the server saw were not the trace's from turn to turn (a client that "
+        "re-renders or stamps a turn's history), or prefix caching is off (enable-prefix-caching)"))
 
 
 def stall_check(result: PointResult, bound: float) -> Check:

@@ -33,6 +33,7 @@ GAUGES = {
     "waiting": "vllm:num_requests_waiting",
     "kv_cache_usage": "vllm:kv_cache_usage_perc",
 }
+CACHE_CONFIG = "vllm:cache_config_info"     # an info gauge: the engine's KV cache in its labels
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class Snapshot:
     waiting: float = 0.0
     kv_cache_usage: float = 0.0          # max over engines, 0..1
     engines: int = 0                     # distinct engine labels seen
+    block_size: float = 0.0              # the engines' KV block size (vllm:cache_config_info; 0: not reported)
+    cache_tokens: float = 0.0            # tokens the engines' GPU KV caches hold, summed (the same info gauge)
 
     def __sub__(self, before: "Snapshot") -> "Snapshot":
         """Counter deltas; gauges keep this (the later) snapshot's values."""
@@ -63,6 +66,7 @@ class Snapshot:
     def __add__(self, other: "Snapshot") -> "Snapshot":
         out = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
         out["kv_cache_usage"] = max(self.kv_cache_usage, other.kv_cache_usage)
+        out["block_size"] = max(self.block_size, other.block_size)
         return Snapshot(**out)
 
     @property
@@ -73,8 +77,8 @@ class Snapshot:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-SAMPLES = frozenset([*(sample for _, sample, _ in COUNTERS.values()), *GAUGES.values()])
-FAMILIES = frozenset([*(fam for fam, _, _ in COUNTERS.values()), *GAUGES.values()])
+SAMPLES = frozenset([*(sample for _, sample, _ in COUNTERS.values()), *GAUGES.values(), CACHE_CONFIG])
+FAMILIES = frozenset([*(fam for fam, _, _ in COUNTERS.values()), *GAUGES.values(), CACHE_CONFIG])
 
 
 def _wanted(text: str) -> str:
@@ -95,11 +99,16 @@ def _wanted(text: str) -> str:
 def parse(text: str, model_name: str | None = None) -> Snapshot:
     """One scrape of a vLLM (or Dynamo worker) /metrics page. ``model_name`` filters by the model_name label."""
     values = {name: 0.0 for name in (*COUNTERS, *GAUGES)}
-    kv_max = 0.0
+    kv_max = block = cache = 0.0
     engines: set[str] = set()
     for family in text_string_to_metric_families(_wanted(text)):
         for sample in family.samples:
             labels = sample.labels
+            if family.name == CACHE_CONFIG:     # no model_name label: one per engine
+                size = _number(labels.get("block_size"))
+                block = max(block, size)
+                cache += _number(labels.get("kv_cache_size_tokens")) or _number(labels.get("num_gpu_blocks")) * size
+                continue
             if model_name and labels.get("model_name", model_name) != model_name:
                 continue
             for field_name, (fam, sample_name, want) in COUNTERS.items():
@@ -115,7 +124,14 @@ def parse(text: str, model_name: str | None = None) -> Snapshot:
                     if "engine" in labels:
                         engines.add(labels["engine"])
     values["kv_cache_usage"] = kv_max
-    return Snapshot(**values, engines=len(engines))
+    return Snapshot(**values, engines=len(engines), block_size=block, cache_tokens=cache)
+
+
+def _number(label: str | None) -> float:
+    try:
+        return float(label) if label not in (None, "None") else 0.0
+    except ValueError:
+        return 0.0
 
 
 def total(snapshots: list[Snapshot]) -> Snapshot:

@@ -1,5 +1,5 @@
-"""A minimal load generator (run as a program): the trace's turns as streaming chat requests, ``--concurrency`` at
-a time, until ``--duration`` seconds pass; one JSON line per request in OUT/requests.jsonl, then OUT/done.json."""
+"""A minimal load generator (run as a program): the trace's sessions as streaming chat requests, ``--concurrency``
+sessions at a time, each session's turns in order, until ``--duration`` seconds pass; one JSON line per request in OUT/requests.jsonl, then OUT/done.json."""
 
 import argparse
 import json
@@ -16,20 +16,36 @@ def main() -> None:
         ap.add_argument(name, required=True)
     ap.add_argument("--concurrency", type=int, required=True)
     ap.add_argument("--duration", type=float, required=True)
+    ap.add_argument("--stamp", action="store_true", help="a fault: stamp each request's system prompt anew (a client "
+                    "that changes a turn's bytes, so no turn shares a cached prefix with the one before)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    turns = [json.loads(line) for line in Path(args.trace).read_text().splitlines()]
+    sessions: dict[str, list] = {}
+    for line in Path(args.trace).read_text().splitlines():
+        turn = json.loads(line)
+        sessions.setdefault(turn["session_id"], []).append(turn)
+    order = list(sessions.values())
     lock, records, cursor = threading.Lock(), open(out / "requests.jsonl", "a"), [0]
     stop = time.time() + args.duration
 
+    def turns():              # a lane takes a whole session and sends its turns one after another, as an agent does
+        while True:
+            with lock:
+                session = order[cursor[0] % len(order)]
+                cursor[0] += 1
+            yield from session
+
     def lane() -> None:
+        mine = turns()
         with httpx.Client(timeout=120) as client:
             while time.time() < stop:
-                with lock:
-                    turn = turns[cursor[0] % len(turns)]
-                    cursor[0] += 1
-                body = {"model": args.model, "messages": turn["messages"], "max_tokens": turn["output_length"],
+                turn = next(mine)
+                messages = turn["messages"]
+                if args.stamp:
+                    messages = [{**messages[0], "content": f"[sent {time.time():.6f}] {messages[0]['content']}"},
+                                *messages[1:]]
+                body = {"model": args.model, "messages": messages, "max_tokens": turn["output_length"],
                         "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}}
                 rec = {"start": time.time(), "first": None, "tokens": 0, "ok": False}
                 try:

@@ -1,0 +1,74 @@
+"""What prefix reuse a point's trace allows against what its server reused (#33 item 1), from the point's
+``trace-reuse.json`` (servebench/tools/trace_reuse.py, written in the client's step) and its server counters.
+
+**Allowed**: the share of the trace's prompt tokens an unbounded prefix cache could serve, at the server's own block
+size (``vllm:cache_config_info``; 16, vLLM's default on GPUs, where the server does not say). **Measured**: the
+window's prompt tokens served from the GPU prefix cache or the CPU tier (``prompt_tokens_by_source``). **Should hold**:
+the cache holds the live sessions' prefixes: concurrency x the trace's mean prompt tokens (every live session keeps its
+growing prefix between turns) is at most the GPU cache's tokens (the engines' own report, else the capacity model)
+plus, on an offload arm, the CPU tier's. Where it should hold and the server reused far less than the trace allows
+(:data:`GAP` less, and under :data:`LOW` of it, over :data:`REQUESTS` requests per live session at least), the bytes
+the server saw were not the trace's from turn to turn (a client re-rendering a turn's history, the InferenceX AgentX
+finding), or prefix caching was off; where it cannot hold, the gap is the cache's size."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from servebench.catalog.capacity import estimate
+from servebench.recipe.profile import Profile
+
+GAP = 0.2                # a finding where a cache that should hold the sessions reused this much less than allowed,
+LOW = 0.5                # ... and less than this share of it,
+REQUESTS = 10            # ... over at least this many requests per live session (a short window holds mostly first
+                         # turns, which no cache can serve)
+DEFAULT_BLOCK = 16       # vLLM's block size on GPUs where the server reports none
+
+
+def read(path: Path) -> dict | None:
+    """The tool's JSON, or None where the point wrote none (a dataset that is not a trace file, an older run)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def cache_tokens(profile: Profile, reported: float | None) -> float | None:
+    """Tokens the point's KV caches hold: the engines' own report of their GPU caches, else the capacity model's,
+    plus the CPU tier's on an offload arm."""
+    try:
+        est = estimate(profile)
+    except Exception:            # noqa: BLE001 - a profile the capacity model cannot size: the report alone
+        est = None
+    gpu = reported or (est.kv_tokens * profile.topology.engines if est else None)
+    if gpu is None:
+        return None
+    cpu = 0.0
+    if profile.offload and est and est.kv_bytes_per_token:
+        cpu = est.dram_pool_per_node * profile.topology.nodes / (est.kv_bytes_per_token * profile.topology.tp)
+    return gpu + cpu
+
+
+def block(tool: dict | None, server, concurrency: int, profile: Profile) -> dict | None:
+    """The result's ``reuse`` part, or None without the tool's file."""
+    if tool is None:
+        return None
+    size = int(server.block_size) if server is not None and server.block_size else DEFAULT_BLOCK
+    out = {"source": "servebench/tools/trace_reuse.py over the point's trace; the server's prompt_tokens_by_source",
+           "block_size": size, "allowed_share": None, "measured_share": None, "gap": None,
+           "prompt_tokens_mean": tool.get("prompt_tokens_mean"), "working_set_tokens": None, "cache_tokens": None,
+           "should_hold": None, "error": tool.get("error")}
+    allowed = (tool.get("by_block_size") or {}).get(str(size), {}).get("share")
+    if allowed is None and out["error"] is None:
+        out["error"] = f"the tool measured no block size {size} (the server's)"
+    shares = server.prompt_token_shares if server is not None else None
+    measured = None if shares is None or shares.local_cache is None else shares.local_cache + (shares.cpu_tier or 0.0)
+    cache = cache_tokens(profile, server.cache_tokens if server is not None else None)
+    mean = out["prompt_tokens_mean"]
+    working = concurrency * mean if mean else None
+    out.update({"allowed_share": allowed, "measured_share": measured, "cache_tokens": cache,
+                "gap": allowed - measured if allowed is not None and measured is not None else None,
+                "working_set_tokens": working,
+                "should_hold": working <= cache if working is not None and cache is not None else None})
+    return out

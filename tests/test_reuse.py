@@ -1,0 +1,118 @@
+"""#33 item 1: what prefix reuse a point's trace allows (servebench/tools/trace_reuse.py, in the client's step), against
+what the server reused (servebench.results.reuse), and the verdict's `reuse` check where the cache should have held the
+sessions; the engines' own block size and cache size from vllm:cache_config_info."""
+
+import importlib.util
+import json
+import subprocess
+
+import pytest
+
+from servebench.results import reuse
+from servebench.results.model import PointResult
+from servebench.results.parts import TraceReuse
+from servebench.results.verdict import reuse_check
+from servebench.server.counters import parse
+from servebench.tools import TRACE_REUSE
+from tests.conftest import REPO, by_id
+
+spec = importlib.util.spec_from_file_location("trace_reuse", TRACE_REUSE)
+tool = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tool)                       # stand-alone: transformers is imported only by its main()
+
+
+def test_an_unbounded_cache_serves_every_block_chain_but_its_first_occurrence_in_any_order():
+    first = list(range(1, 65))                      # 4 blocks of 16
+    longer = first + list(range(100, 132))          # the same 4, then 2 new: a session's next turn
+    other = list(range(500, 532))                   # 2 new blocks
+    got = tool.reuse([first, longer, other], (16,))
+    assert got["prompt_tokens"] == 192 and got["by_block_size"]["16"] == {"reusable_tokens": 64, "share": 64 / 192}
+    assert tool.reuse([other, longer, first], (16,))["by_block_size"]["16"]["reusable_tokens"] == 64   # any order
+    stamped = [7] + longer[1:]                      # the next turn with its first byte changed: a new chain
+    assert tool.reuse([first, stamped, other], (16,))["by_block_size"]["16"]["reusable_tokens"] == 0
+    tail = tool.reuse([first, first + [1, 2, 3]], (16, 32))["by_block_size"]   # a partial block is never cached
+    assert tail["16"]["reusable_tokens"] == 64 and tail["32"]["reusable_tokens"] == 64
+
+
+def test_the_engines_report_their_block_size_and_cache_tokens():
+    snap = parse((REPO / "tests/data/h200/ctx16k/base-c8-after.prom").read_text())
+    assert (snap.block_size, snap.cache_tokens) == (16.0, 32768.0)       # 2 GiB of the 770M's KV: 32,768 tokens
+    assert (snap + snap).cache_tokens == 65536.0 and (snap + snap).block_size == 16.0   # two engines
+
+
+def point(case: str) -> PointResult:
+    return PointResult.model_validate_json((REPO / f"tests/data/h200-7b/points/{case}.json").read_text())
+
+
+def judged(catalog, case: str, allowed: float, measured_local: float | None = None):
+    r = point(case)
+    if measured_local is not None:
+        shares = r.server.prompt_token_shares.model_copy(update={"local_cache": measured_local, "cpu_tier": 0.0})
+        r = r.model_copy(update={"server": r.server.model_copy(update={"prompt_token_shares": shares})})
+    made = {"prompt_tokens_mean": 4700.0, "by_block_size": {"16": {"share": allowed}}}
+    part = reuse.block(made, r.server, r.identity.concurrency, by_id(catalog, r.identity.profile))
+    return TraceReuse.model_validate(part), reuse_check(r.model_copy(update={"reuse": TraceReuse.model_validate(part)}))
+
+
+def test_a_server_that_reused_far_less_than_the_trace_allows_with_room_for_the_sessions_fails(catalog):
+    """c4 on the 7B H200 profile: 4 live sessions of ~4.7k tokens in a 98,304-token GPU cache should hold; the
+    recorded point reused 76.8%. A client that changes a turn's bytes leaves the server ~2%: caught, with the cause."""
+    part, check = judged(catalog, "llama-7b-h200-vllm-c4", 0.80)
+    assert part.should_hold and part.cache_tokens == 98_304 and part.working_set_tokens == 4 * 4700.0
+    assert check.ok and part.gap == pytest.approx(0.80 - 0.768, abs=0.001), check.message
+    part, check = judged(catalog, "llama-7b-h200-vllm-c4", 0.80, measured_local=0.02)
+    assert not check.ok and check.message.startswith("the server served 2.0% of the prompt tokens from its caches; "
+                                                     "the trace allows 80.0% (block size 16)")
+    assert "were not the trace's from turn to turn" in check.message and "98,304 tokens" in check.message
+
+
+def test_a_cache_too_small_for_the_sessions_explains_the_gap_and_the_offload_tier_closes_it(catalog):
+    part, check = judged(catalog, "llama-7b-h200-vllm-c32", 0.80)            # 32 x 4.7k > 98,304: cannot hold
+    assert part.should_hold is False and check.ok and "the cache cannot hold them all" in check.message
+    part, check = judged(catalog, "llama-7b-h200-vllm_offload-c32", 0.80)    # + the 32 GiB CPU tier: 262,144
+    assert part.should_hold and part.cache_tokens == 98_304 + 262_144 and check.ok, check.message
+    assert part.measured_share == pytest.approx(0.095 + 0.664, abs=0.002)
+
+
+@pytest.mark.local                      # AIPerf's venv: transformers and the tokenizer the client loads
+def test_the_tool_tokenizes_a_generated_trace_as_the_server_would_and_a_stamped_one_allows_less(tmp_path, catalog):
+    from servebench.load import traces
+    from servebench.server.generated import cached_path, ensure_model
+    py = REPO / ".venvs/aiperf/bin/python"
+    if not py.exists():
+        pytest.skip("AIPerf's venv is missing: run scripts/install-servers")
+    model = cached_path("tiny-llama")
+    if not (model / "config.json").is_file():
+        ensure_model("tiny-llama", str(REPO / ".venvs/serve/bin/python"), tmp_path / "gen.log")
+    trace = tmp_path / "trace.jsonl"
+    traces.write(traces.TraceSpec(sessions=8, turns=4, system_words=200, seed=1), trace)
+    stamped = tmp_path / "stamped.jsonl"                 # every turn's system prompt stamped anew: nothing shared
+    stamped.write_text("".join(json.dumps({**line, "messages": [
+        {**line["messages"][0], "content": f"[turn {i}] " + line["messages"][0]["content"]}, *line["messages"][1:]]})
+        + "\n" for i, line in enumerate(map(json.loads, trace.read_text().splitlines()))))
+    bodies = {}
+    for name, path, *extra in (("trace", trace), ("stamped", stamped), ("heavy", trace, "--transformers")):
+        done = subprocess.run([str(py), str(TRACE_REUSE), str(model), str(path), str(tmp_path / f"{name}.json"),
+                               *extra], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        bodies[name] = json.loads((tmp_path / f"{name}.json").read_text())
+        assert "error" not in bodies[name], bodies[name]
+    share = {name: body["by_block_size"]["16"]["share"] for name, body in bodies.items()}
+    assert 0.5 < share["trace"] < 0.95 and share["stamped"] < 0.1, share
+    # tokenizers + jinja2 give what transformers' apply_chat_template and tokenizer give
+    assert (bodies["trace"]["tokenized_by"], bodies["heavy"]["tokenized_by"]) == ("tokenizers", "transformers")
+    assert {k: bodies["trace"][k] for k in ("prompt_tokens", "by_block_size")} == \
+           {k: bodies["heavy"][k] for k in ("prompt_tokens", "by_block_size")}
+    broken = subprocess.run([str(py), str(TRACE_REUSE), str(tmp_path), str(trace), str(tmp_path / "broken.json")],
+                            capture_output=True, text=True, timeout=300)       # no tokenizer there: said, exit 0
+    assert broken.returncode == 0 and json.loads((tmp_path / "broken.json").read_text())["error"]
+
+
+def test_report_md_has_each_points_reuse_beside_what_its_trace_allows(catalog):
+    from servebench.report.files import reuse_lines
+    part, _ = judged(catalog, "llama-7b-h200-vllm-c4", 0.80, measured_local=0.02)
+    r = point("llama-7b-h200-vllm-c4").model_copy(update={"reuse": part})
+    lines = reuse_lines([point("llama-7b-h200-vllm-c32"), r])          # a point without the part has no row
+    assert lines[1] == "## Prefix reuse: what the trace allows, what the server reused"
+    assert lines[-1] == "| llama-7b-h200-vllm-c4 | 80.0% | 2.0% | +78.0 pts | 98,304 | 18,800 | yes |", lines
+    assert reuse_lines([point("llama-7b-h200-vllm-c32")]) == []
