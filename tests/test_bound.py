@@ -145,10 +145,14 @@ def test_the_host_sampler_finds_the_points_processes_by_their_token_and_reads_th
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
     got = host.summarize({"here": json_lines(log)}, 0.2)
-    roles = sorted((p["role"], p["cores_mean"] > 0.3) for p in got["processes"])
-    assert roles == [("client", False), ("server", False), ("server", True)], got["processes"]   # the child counted
+    assert sorted(p["role"] for p in got["processes"]) == ["client", "server", "server"], got["processes"]
     assert procs[2].pid not in {p["pid"] for p in got["processes"]}
-    assert got["hottest"]["cores"] > 0.3, got["hottest"]                              # the busy child
+    # the busy child counted and its CPU read: far above the idle ones however busy the machine is (CI runs this
+    # beside installs and other tests on 2 cores, where a spinning process may get a small share of a core)
+    busy = max(got["processes"], key=lambda p: p["cores_mean"])
+    assert busy["role"] == "server" and busy["pid"] not in {p.pid for p in procs} and busy["cores_mean"] > 0.05
+    assert all(p["cores_mean"] < busy["cores_mean"] / 3 for p in got["processes"] if p is not busy), got["processes"]
+    assert got["hottest"]["cores"] == busy["cores_mean"], got["hottest"]
     assert got["nodes"][0]["samples"] >= 3 and json.loads(log.read_text().splitlines()[0])["hz"] > 0
 
 

@@ -116,3 +116,12 @@ def test_report_md_has_each_points_reuse_beside_what_its_trace_allows(catalog):
     assert lines[1] == "## Prefix reuse: what the trace allows, what the server reused"
     assert lines[-1] == "| llama-7b-h200-vllm-c4 | 80.0% | 2.0% | +78.0 pts | 98,304 | 18,800 | yes |", lines
     assert reuse_lines([point("llama-7b-h200-vllm-c32")]) == []
+
+
+def test_the_reuse_numbers_are_junit_properties_of_the_point(catalog):
+    from servebench.report.summary import properties
+    part, _ = judged(catalog, "llama-7b-h200-vllm-c4", 0.80)
+    props = properties(point("llama-7b-h200-vllm-c4").model_copy(update={"reuse": part}))
+    assert props["reuse_allowed_share"] == 0.80 and props["reuse_should_hold"] is True
+    assert props["reuse_measured_share"] == pytest.approx(0.768, abs=0.001)
+    assert "reuse_allowed_share" not in properties(point("llama-7b-h200-vllm-c4"))

@@ -22,6 +22,10 @@ def properties(result: PointResult) -> dict[str, object]:
         out[name] = value
     if result.bound is not None:
         out["bound"] = result.bound.bound
+    if result.reuse is not None and result.reuse.gap is not None:      # servebench.results.reuse
+        u = result.reuse
+        out.update({"reuse_allowed_share": u.allowed_share, "reuse_measured_share": u.measured_share,
+                    "reuse_should_hold": u.should_hold})
     if result.verdict is not None:
         out["verdict"] = "passed" if result.verdict.passed else "failed"
     return out
