@@ -23,7 +23,7 @@ class ChatLoad(LoadGenerator):
         return [self.executable or sys.executable, str(SCRIPT), "--url", job.api_url, "--model", job.model_name,
                 "--trace", str(job.trace), "--out", str(job.case.load_dir(self.name)),
                 "--concurrency", str(p.concurrency), "--duration", str(p.profile.spec.load.duration_s),
-                *(["--stamp"] if os.environ.get("SBSITE_STAMP") else [])]   # the fault of tests/test_seams.py
+                *(["--stamp"] if os.environ.get("SBSITE_STAMP_AT") == str(p.concurrency) else [])]   # a fault
 
     def invocation(self, job: LoadJob) -> Invocation:
         return Invocation(self.command(job), {}, job.case.load_dir(self.name), job.case.load_log(self.name),
