@@ -125,3 +125,10 @@ def test_the_reuse_numbers_are_junit_properties_of_the_point(catalog):
     assert props["reuse_allowed_share"] == 0.80 and props["reuse_should_hold"] is True
     assert props["reuse_measured_share"] == pytest.approx(0.768, abs=0.001)
     assert "reuse_allowed_share" not in properties(point("llama-7b-h200-vllm-c4"))
+
+
+def test_a_missing_trace_reuse_file_is_no_part_and_a_torn_one_is_the_parts_error(tmp_path):
+    assert reuse.read(tmp_path / "trace-reuse.json") is None
+    (tmp_path / "trace-reuse.json").write_text('{"by_block_size": ')
+    got = reuse.read(tmp_path / "trace-reuse.json")
+    assert got["error"].startswith(f"{tmp_path / 'trace-reuse.json'}: not JSON")

@@ -13,10 +13,10 @@ finding), or prefix caching was off; where it cannot hold, the gap is the cache'
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from servebench.catalog.capacity import estimate
+from servebench.core.files import read_json
 from servebench.recipe.profile import Profile
 
 GAP = 0.2                # a finding where a cache that should hold the sessions reused this much less than allowed,
@@ -27,11 +27,14 @@ DEFAULT_BLOCK = 16       # vLLM's block size on GPUs where the server reports no
 
 
 def read(path: Path) -> dict | None:
-    """The tool's JSON, or None where the point wrote none (a dataset that is not a trace file, an older run)."""
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+    """The tool's JSON; None where the point wrote none (a dataset that is not a trace file, an older run); a file
+    that cannot be read is the part's error, said in the result rather than dropped."""
+    if not Path(path).exists():
         return None
+    try:
+        return read_json(path)
+    except ValueError as err:
+        return {"error": str(err)}
 
 
 def cache_tokens(profile: Profile, reported: float | None) -> float | None:
