@@ -48,7 +48,7 @@ def test_the_kv_budget_holds_about_19_agentic_sequences_and_the_offload_tier_fit
     assert p.spec.gates.bound == {4: "load", 32: "gpu"} and p.spec.concurrency == [4, 32]
 
 
-@pytest.mark.parametrize("case", ["llama-7b-h200-vllm-c32", "llama-7b-h200-dynamo_offload-c4"])
+@pytest.mark.parametrize("case", ["llama-7b-h200-vllm-c4", "llama-7b-h200-dynamo_offload-c4"])
 def test_the_servers_run_with_cuda_graphs_covering_the_batch_never_eager(case, repo):
     out = run_cli("render", case, cwd=repo)
     assert out.returncode == 0, out.stderr
