@@ -88,16 +88,22 @@ def describe(t: SloTierResult) -> str:
             f"{t.effective_n:.0f}{rho}) against the target {number(t.target, 'share')}")
 
 
+def judged_at_look(name: str, tier: SloTier, requests: list[Request], looks: int, gpus: int = 1) -> SloTierResult:
+    """The tier on the requests so far, at the confidence that ``looks`` planned looks leave each (Bonferroni:
+    1 - 0.05 / looks, two-sided): what ``--run-length decide`` and benchmarks/replay_search.py judge a look by."""
+    from scipy.special import ndtri          # here: a pytest start does not load it
+
+    alpha = 0.05 / max(1, looks)
+    return SloTierResult.model_validate(tier_result(name, tier, requests, None, gpus, z=float(ndtri(1 - alpha / 2))))
+
+
 def decider(name: str, tier: SloTier, gpus: int):
     """``--run-length decide``'s verdict so far for one tier (servebench.load.stopping.DecideController): the
-    reason to stop once the tier is met or missed at the confidence that ``looks`` planned looks leave each
-    (Bonferroni: 1 - 0.05 / looks, two-sided), else None."""
-    from scipy.special import ndtri          # here: a pytest start does not load it
+    reason to stop once the tier is met or missed at its look's confidence (``judged_at_look``), else None."""
 
     def decide(requests: list[Request], looks: int) -> str | None:
         alpha = 0.05 / max(1, looks)
-        got = SloTierResult.model_validate(tier_result(name, tier, requests, None, gpus,
-                                                       z=float(ndtri(1 - alpha / 2))))
+        got = judged_at_look(name, tier, requests, looks, gpus)
         if got.verdict not in ("met", "missed"):
             return None
         return (f"decided: tier {name} {got.verdict} at {got.requests:,} requests, {number(got.attainment, 'share')} "

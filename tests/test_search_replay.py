@@ -1,0 +1,75 @@
+"""#32's verification benchmark, benchmarks/replay_search.py: the SLO search replayed over a recorded grid with
+decision-stopped probes, against the full grid's answer. On recorded H200 points (tests/data/h200-7b: vllm at c4 and
+c32, judged by limits given on the command line, as the benchmark lets a recording without a tier be judged)."""
+
+import dataclasses
+import importlib.util
+import random
+import sys
+
+import pytest
+
+from servebench.recipe.schema.sweep import SloTier, StopRule
+from tests.conftest import REPO
+
+spec = importlib.util.spec_from_file_location("replay_search", REPO / "benchmarks/replay_search.py")
+replay_search = importlib.util.module_from_spec(spec)
+sys.modules["replay_search"] = replay_search        # its dataclasses look their module up
+spec.loader.exec_module(replay_search)
+
+H200 = REPO / "tests/data/h200-7b"
+RULE = StopRule(mode="decide", min_s=20, growth=1.5)
+SPLIT = SloTier(ttft_ms=1000, tpot_ms=20, attainment=0.9)     # c4 meets it by far, c32 misses it by far
+
+
+def points(tier=SPLIT):
+    return replay_search.grid([H200], "search", tier, "llama-7b-h200-vllm")
+
+
+def test_the_full_grid_is_judged_on_every_request_and_answers_the_last_met_below_the_first_missed():
+    grid = points()
+    assert [p.concurrency for p in grid] == [4, 32] and all(len(p.requests) > 300 for p in grid)
+    full = replay_search.full_verdicts(grid, "search")
+    assert [f.verdict for f in full] == ["met", "missed"]
+    assert replay_search.bracket(full, 4, 32) == (4, 32)
+    loose = replay_search.full_verdicts(points(SloTier(ttft_ms=2000, attainment=0.9)), "search")
+    assert [f.verdict for f in loose] == ["met", "met"] and replay_search.bracket(loose, 4, 32) == (32, None)
+
+
+def test_a_probe_far_from_its_target_stops_at_an_early_look_and_one_on_it_runs_to_its_cap():
+    c4, c32 = points()
+    got, ran = replay_search.probe(c4, "search", RULE, 60.0, 0.0)
+    assert got.verdict == "met" and ran < 60.0                      # 100% good against 90%: decided early
+    got, ran = replay_search.probe(c32, "search", RULE, 60.0, 10.0)
+    assert got.verdict == "missed" and ran < 60.0
+    # a target at the point's own attainment is never resolved before the cap, and is judged there on what it saw
+    att = replay_search.full_verdicts([c32], "search")[0].attainment
+    edge = dataclasses.replace(c32, tier=SloTier(ttft_ms=1000, tpot_ms=20, attainment=max(0.001, att)))
+    got, ran = replay_search.probe(edge, "search", RULE, 60.0, 0.0)
+    assert ran == 60.0 and got.verdict == "unresolved"
+
+
+def test_replayed_searches_find_the_full_grids_answer_for_a_fraction_of_its_gpu_time():
+    grid = points()
+    rng = random.Random(0)
+    runs = [replay_search.search(grid, "search", RULE, 60.0, 0.25, rng) for _ in range(20)]
+    assert all(b == (4, 32) for b, _, _ in runs)
+    full_gpu_s = sum(p.duration_s * p.gpus for p in grid)
+    assert all(spent < 0.5 * full_gpu_s and n == 2 for _, spent, n in runs)
+
+
+def test_a_bisection_between_grid_points_takes_the_nearest_recorded_one_and_stops_at_the_grids_resolution():
+    c4, c32 = points()
+    grid = [c4, dataclasses.replace(c4, concurrency=8), dataclasses.replace(c4, concurrency=12), c32]
+    (last_pass, first_fail), _, n = replay_search.search(grid, "search", RULE, 60.0, 0.25, random.Random(1))
+    # 4 met, 8 met, 16 -> the first grid point at or above it (32) missed, then (8 + 32) // 2 = 20 -> 12, met;
+    # nothing lies between 12 and 32: resolved at the grid's resolution
+    assert (last_pass, first_fail, n) == (12, 32, 4)
+
+
+def test_a_folder_mixing_two_grids_or_a_point_without_the_tier_is_refused_naming_the_file():
+    mixed = r"vllm_offload-c32\.json: a second point at c32 \(the first: llama-7b-h200-vllm-c32\)"
+    with pytest.raises(SystemExit, match=mixed):
+        replay_search.grid([H200], "search", SPLIT)                # both arms: two points per concurrency
+    with pytest.raises(SystemExit, match=r"-c32\.json: no tier 'search' in its slo.*--define ttft_ms="):
+        replay_search.grid([H200], "search", None, "llama-7b-h200-vllm")
