@@ -78,6 +78,27 @@ def test_arms_that_differ_in_more_than_the_offload_get_no_ratio_and_say_in_what(
     assert "| 8 |" not in page.split("### Offload A/B", 1)[1]
 
 
+def test_a_pair_with_a_point_that_started_on_a_warm_cache_gets_no_ratio_and_names_it(catalog, tmp_path):
+    """#33 items 2-3: a point whose server served more from its caches than its trace allows started warm; its
+    pair's comparison is void, and report.md names the point."""
+    out = folder_of_the_pair(catalog, tmp_path)
+    rep = write(out.root)
+    (pair,) = offload.pairs(rep.points)
+    assert pair.warm == () and pair.shared == (8,)
+    path = out.point("llama-770m-h200-vllm-c8")
+    data = json.loads(path.read_text())
+    data["reuse"] = {"source": "test", "block_size": 16, "allowed_share": 0.5, "measured_share": 0.7, "gap": -0.2,
+                     "prompt_tokens_mean": 4000.0, "working_set_tokens": 32000.0, "cache_tokens": 32768.0,
+                     "should_hold": True, "warm": True}
+    path.write_text(json.dumps(data))
+    rep = write(out.root)
+    (pair,) = offload.pairs(rep.points)
+    assert pair.warm == ("llama-770m-h200-vllm-c8",) and pair.shared == () and pair.differs == ()
+    assert offload.rows(rep.points, pair) == [] and ab.gains(out.root, rep.points, pair) == {}
+    page = out.report.joinpath("report.md").read_text()
+    assert "No verdict: llama-770m-h200-vllm-c8 started on a warm prefix cache" in page
+
+
 def test_arms_with_unequal_ready_workers_get_no_ratio_and_a_lost_worker_fails_its_point(catalog, tmp_path):
     """#33 item 3 (Dynamo's KV-router A/B guide: unequal Ready workers void a comparison): each point records the
     serving instances ready at its start; a pair whose arms had other counts is no A/B, and a point that started with

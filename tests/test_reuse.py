@@ -66,6 +66,19 @@ def test_a_server_that_reused_far_less_than_the_trace_allows_with_room_for_the_s
     assert "were not the trace's from turn to turn" in check.message and "98,304 tokens" in check.message
 
 
+def test_a_server_that_reused_more_than_the_trace_allows_started_warm_and_fails_saying_so(catalog):
+    """#33 item 2: no cold cache serves more than the trace allows; more, by over 5 points, is a cache filled before
+    the window (vllm#53920's warning): the point fails, naming the cause and the fix. Within the margin (the warm-up
+    requests' first turns the window leaves out) it is no finding."""
+    part, check = judged(catalog, "llama-7b-h200-vllm-c4", 0.70)            # measured 76.8%: 6.8 points above
+    assert part.warm is True and not check.ok, check.message
+    assert check.message.startswith("the server served 76.8% of the prompt tokens from its caches; the trace allows "
+                                    "70.0% (block size 16): more than the window's own requests allow")
+    assert "warm at the window's start" in check.message and "Start the point on a fresh server" in check.message
+    part, check = judged(catalog, "llama-7b-h200-vllm-c4", 0.73)            # 3.8 points above: within the margin
+    assert part.warm is False and check.ok, check.message
+
+
 def test_a_cache_too_small_for_the_sessions_explains_the_gap_and_the_offload_tier_closes_it(catalog):
     part, check = judged(catalog, "llama-7b-h200-vllm-c32", 0.80)            # 32 x 4.7k > 98,304: cannot hold
     assert part.should_hold is False and check.ok and "the cache cannot hold them all" in check.message

@@ -17,6 +17,7 @@ class Pair:
     offload: str
     shared: tuple[int, ...]   # concurrencies both arms measured
     differs: tuple[str, ...] = ()   # what makes the arms no A/B of the offload alone (then no ratio is shown)
+    warm: tuple[str, ...] = ()      # points of either arm that started on a warm prefix cache (no ratio either)
 
 
 def frontend(r: PointResult) -> str:
@@ -42,7 +43,8 @@ def arm_traits(r: PointResult) -> dict[str, object]:
 
 def pairs(points: list[PointResult]) -> list[Pair]:
     """Each offload arm with each base arm of its family; a pair whose arms differ in more than the offload says
-    in what (its ``differs``), and gets no ratio."""
+    in what (its ``differs``), and one with a point that started on a warm prefix cache names it (its ``warm``:
+    servebench.results.reuse); either gets no ratio."""
     arms: dict[tuple, dict[bool, dict[str, list[PointResult]]]] = defaultdict(
         lambda: {True: defaultdict(list), False: defaultdict(list)})
     for r in points:
@@ -54,7 +56,9 @@ def pairs(points: list[PointResult]) -> list[Pair]:
                 differs = tuple(sorted({name for a in off_r for b in base_r
                                         for name, value in arm_traits(a).items() if arm_traits(b)[name] != value}))
                 shared = {r.identity.concurrency for r in off_r} & {r.identity.concurrency for r in base_r}
-                out.append(Pair(base, off, () if differs else tuple(sorted(shared)), differs))
+                warm = tuple(sorted(r.identity.case_id for r in (*base_r, *off_r)
+                                    if r.reuse is not None and r.reuse.warm))
+                out.append(Pair(base, off, () if differs or warm else tuple(sorted(shared)), differs, warm))
     return sorted(out, key=lambda p: (p.offload, p.base))
 
 

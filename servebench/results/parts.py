@@ -234,4 +234,6 @@ class TraceReuse(_Part):
                                        "capacity model), plus the CPU tier's on an offload arm")
     should_hold: bool | None = Field(description="the cache holds the working set: a large gap then is the client "
                                      "changing its bytes between turns, or prefix caching off")
+    warm: bool | None = Field(None, description="the server served more than the trace allows (by over 5 points): "
+                              "hits on prefixes cached before the window; the point and its A/B pair are void")
     error: str | None = Field(None, description="why the trace's reuse was not measured")

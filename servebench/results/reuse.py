@@ -9,7 +9,14 @@ growing prefix between turns) is at most the GPU cache's tokens (the engines' ow
 plus, on an offload arm, the CPU tier's. Where it should hold and the server reused far less than the trace allows
 (:data:`GAP` less, and under :data:`LOW` of it, over :data:`REQUESTS` requests per live session at least), the bytes
 the server saw were not the trace's from turn to turn (a client re-rendering a turn's history, the InferenceX AgentX
-finding), or prefix caching was off; where it cannot hold, the gap is the cache's size."""
+finding), or prefix caching was off; where it cannot hold, the gap is the cache's size.
+
+**Warm**: no cold cache serves more than the trace allows (every request of the window is in the trace, and an
+unbounded cache filled by the trace alone is the most any cache can hold of it), so a measured share above the
+allowed one by more than :data:`WARM` means hits on prefixes cached before the window (vLLM warns of the same,
+vllm#53920): an earlier point on the same server replaying the same prompts, a trace without the keyspace marker
+servebench's generated traces carry. The margin covers what the window leaves out: the warm-up requests' own first
+turns, whose prefixes the window's later turns reuse (a few hundred tokens against the window's thousands)."""
 
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ GAP = 0.2                # a finding where a cache that should hold the sessions
 LOW = 0.5                # ... and less than this share of it,
 REQUESTS = 10            # ... over at least this many requests per live session (a short window holds mostly first
                          # turns, which no cache can serve)
+WARM = 0.05              # measured above allowed by more than this: the cache was warm at the window's start
 DEFAULT_BLOCK = 16       # vLLM's block size on GPUs where the server reports none
 
 
@@ -61,7 +69,7 @@ def block(tool: dict | None, server, concurrency: int, profile: Profile) -> dict
     out = {"source": "servebench/tools/trace_reuse.py over the point's trace; the server's prompt_tokens_by_source",
            "block_size": size, "allowed_share": None, "measured_share": None, "gap": None,
            "prompt_tokens_mean": tool.get("prompt_tokens_mean"), "working_set_tokens": None, "cache_tokens": None,
-           "should_hold": None, "error": tool.get("error")}
+           "should_hold": None, "warm": None, "error": tool.get("error")}
     allowed = (tool.get("by_block_size") or {}).get(str(size), {}).get("share")
     if allowed is None and out["error"] is None:
         out["error"] = f"the tool measured no block size {size} (the server's)"
@@ -72,6 +80,7 @@ def block(tool: dict | None, server, concurrency: int, profile: Profile) -> dict
     working = concurrency * mean if mean else None
     out.update({"allowed_share": allowed, "measured_share": measured, "cache_tokens": cache,
                 "gap": allowed - measured if allowed is not None and measured is not None else None,
+                "warm": measured - allowed > WARM if allowed is not None and measured is not None else None,
                 "working_set_tokens": working,
                 "should_hold": working <= cache if working is not None and cache is not None else None})
     return out

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from servebench.core.format import interval, number
 from servebench.load.series import stalls
 from servebench.results.bound import client_late
-from servebench.results.reuse import GAP as REUSE_GAP, LOW as REUSE_LOW, REQUESTS as REUSE_REQUESTS
+from servebench.results.reuse import GAP as REUSE_GAP, LOW as REUSE_LOW, REQUESTS as REUSE_REQUESTS, WARM
 from servebench.results.slo import describe
 from servebench.recipe.profile import Profile
 from servebench.results.model import Check, PointResult, Verdict
@@ -211,6 +211,13 @@ def reuse_check(result: PointResult) -> Check | None:
             f"{_pct(r.allowed_share)} (block size {r.block_size})")
     held = (f"its caches hold {number(r.cache_tokens, 'count')} tokens and the live sessions' prefixes need "
             f"~{number(r.working_set_tokens, 'count')}")
+    if r.warm:
+        return _check("reuse", False, said, (
+            f"{said}: more than the window's own requests allow (by over {WARM:.0%} of the prompt tokens), so its "
+            "cache was warm at the window's start: hits on prefixes an earlier request cached (another point on this "
+            "server replaying the same prompts, a trace without servebench's keyspace marker); TTFT and throughput "
+            "measure a cache that no cold start has. Start the point on a fresh server, or give every point's "
+            "prompts a prefix of its own"))
     if not r.should_hold:
         return Check(name="reuse", ok=True, message=f"{said}; {held}, so the cache cannot hold them all")
     done, least = result.requests.completed or 0, REUSE_REQUESTS * result.identity.concurrency
