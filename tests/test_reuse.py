@@ -77,6 +77,10 @@ def test_a_server_that_reused_more_than_the_trace_allows_started_warm_and_fails_
     assert "warm at the window's start" in check.message and "Start the point on a fresh server" in check.message
     part, check = judged(catalog, "llama-7b-h200-vllm-c4", 0.73)            # 3.8 points above: within the margin
     assert part.warm is False and check.ok, check.message
+    # the warm-up (one request per live session before the window) widens the margin by its share of the window's
+    # requests, and a window of fewer than 10 requests per live session is not judged
+    assert reuse.warm(0.70, 0.768, 4, 400) is True and reuse.warm(0.70, 0.768, 4, 100) is False
+    assert reuse.warm(0.70, 0.768, 4, 39) is None and reuse.warm(None, 0.768, 4, 400) is None
 
 
 def test_a_cache_too_small_for_the_sessions_explains_the_gap_and_the_offload_tier_closes_it(catalog):

@@ -139,7 +139,7 @@ def build(m: Measurement) -> PointResult:
         "host": m.host,
     })
     late = bound.client_late(r.concurrency, p.spec.gates)
-    found = reuse.block(reuse.read(m.case.trace_reuse), r.server, point.concurrency, p)
+    found = reuse.block(reuse.read(m.case.trace_reuse), r.server, point.concurrency, p, len(profiled))
     return r.model_copy(update={"bound": bound.judge(r.series, r.telemetry, r.machine, m.host, late),
                                 "reuse": TraceReuse.model_validate(found) if found else None})
 

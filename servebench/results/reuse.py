@@ -13,10 +13,11 @@ finding), or prefix caching was off; where it cannot hold, the gap is the cache'
 
 **Warm**: no cold cache serves more than the trace allows (every request of the window is in the trace, and an
 unbounded cache filled by the trace alone is the most any cache can hold of it), so a measured share above the
-allowed one by more than :data:`WARM` means hits on prefixes cached before the window (vLLM warns of the same,
-vllm#53920): an earlier point on the same server replaying the same prompts, a trace without the keyspace marker
-servebench's generated traces carry. The margin covers what the window leaves out: the warm-up requests' own first
-turns, whose prefixes the window's later turns reuse (a few hundred tokens against the window's thousands)."""
+allowed one by more than :data:`WARM` plus the warm-up's share of the window's requests means hits on prefixes
+cached before the window (vLLM warns of the same, vllm#53920): an earlier point on the same server replaying the
+same prompts, a trace without the keyspace marker servebench's generated traces carry. The margin covers the warm-up:
+one request per live session before the window, whose prompts the window may send again or extend. Judged with at
+least :data:`REQUESTS` requests per live session, as the gap is."""
 
 from __future__ import annotations
 
@@ -61,8 +62,10 @@ def cache_tokens(profile: Profile, reported: float | None) -> float | None:
     return gpu + cpu
 
 
-def block(tool: dict | None, server, concurrency: int, profile: Profile) -> dict | None:
-    """The result's ``reuse`` part, or None without the tool's file."""
+def block(tool: dict | None, server, concurrency: int, profile: Profile, requests: int | None = None) -> dict | None:
+    """The result's ``reuse`` part, or None without the tool's file. ``requests``: the window's; with fewer than
+    :data:`REQUESTS` per live session ``warm`` is not judged, and the warm-up's share of them (one request per live
+    session, which the window may send again) widens its margin."""
     if tool is None:
         return None
     size = int(server.block_size) if server is not None and server.block_size else DEFAULT_BLOCK
@@ -80,7 +83,14 @@ def block(tool: dict | None, server, concurrency: int, profile: Profile) -> dict
     working = concurrency * mean if mean else None
     out.update({"allowed_share": allowed, "measured_share": measured, "cache_tokens": cache,
                 "gap": allowed - measured if allowed is not None and measured is not None else None,
-                "warm": measured - allowed > WARM if allowed is not None and measured is not None else None,
+                "warm": warm(allowed, measured, concurrency, requests),
                 "working_set_tokens": working,
                 "should_hold": working <= cache if working is not None and cache is not None else None})
     return out
+
+
+def warm(allowed: float | None, measured: float | None, concurrency: int, requests: int | None) -> bool | None:
+    """Whether the server served more than a cold cache could (module docstring); None where it cannot be told."""
+    if allowed is None or measured is None or (requests is not None and requests < REQUESTS * concurrency):
+        return None
+    return measured - allowed > WARM + (concurrency / requests if requests else 0.0)
