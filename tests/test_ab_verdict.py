@@ -39,6 +39,11 @@ def test_each_shared_concurrency_gets_its_change_with_an_interval_and_a_verdict(
     found = ab.gains(out.root, rep.points, pair)
     tps = found[8]["output_tps_per_gpu"]
     assert tps.low < tps.rel < tps.high and tps.basis == "within-run bootstrap", tps
+    # #33 item 4: the same changes in junit's session-wide properties (the plugin adds them after the report)
+    props = ab.properties(rep.ab)
+    key = "ab_llama-770m-h200-vllm_offload_vs_llama-770m-h200-vllm"
+    assert props[f"{key}_c8_output_tps_per_gpu"] == tps.text() and f"{key}_c8_ttft_p50_ms" in props
+    assert props[f"{key}_pays_from"] == ("c8" if tps.verdict == "better" else "nowhere")
     assert tps.verdict in {"better", "worse", "within noise"} and tps.verdict == (
         "better" if tps.low > 0 else "worse" if tps.high < 0 else "within noise")
     assert set(found[8]) == set(ab.GAINS) and all(c.low is not None for c in found[8].values())
@@ -97,6 +102,8 @@ def test_a_pair_with_a_point_that_started_on_a_warm_cache_gets_no_ratio_and_name
     assert offload.rows(rep.points, pair) == [] and ab.gains(out.root, rep.points, pair) == {}
     page = out.report.joinpath("report.md").read_text()
     assert "No verdict: llama-770m-h200-vllm-c8 started on a warm prefix cache" in page
+    assert ab.properties(rep.ab) == {"ab_llama-770m-h200-vllm_offload_vs_llama-770m-h200-vllm_verdict":
+                                     "no verdict: llama-770m-h200-vllm-c8 started on a warm prefix cache"}
 
 
 def test_arms_with_unequal_ready_workers_get_no_ratio_and_a_lost_worker_fails_its_point(catalog, tmp_path):

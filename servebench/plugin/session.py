@@ -198,9 +198,11 @@ class ServebenchSession:
             self.report_note = "no point was stored in this run: no report, nothing added to the history"
         elif self.collector.measured():
             try:   # the report must never cost the run its results
+                from servebench.report import ab
                 from servebench.report import files as report_files
                 from servebench.report import gpuhours
                 self.report = report_files.write(self.results_dir, only=self.collector.case_ids())
+                self._junit_properties(ab.properties(self.report.ab))
                 held = gpuhours.of_folder(self.results_dir, self.report.points)
                 if held is not None:
                     self.held_line = gpuhours.line(held[1])

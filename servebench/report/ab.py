@@ -61,6 +61,27 @@ def summary_line(found: dict[int, dict[str, Change]]) -> str:
            f"both arms measured (output tok/s per GPU; intervals: {basis})."
 
 
+def properties(pairs: list[tuple[Pair, dict[int, dict[str, Change]]]]) -> dict[str, str]:
+    """The A/B in junit's session-wide properties, per pair (``ab_<offload>_vs_<base>_...``): where the offload
+    pays (``pays_from``: ``c<N>`` or ``nowhere``), each shared concurrency's change in each of GAINS with its interval
+    and verdict (``c<N>_<metric>``), or why the pair has no verdict (``verdict``)."""
+    out = {}
+    for pair, found in pairs:
+        key = f"ab_{pair.offload}_vs_{pair.base}"
+        void = [*(f"the arms differ in {d}" for d in pair.differs),
+                *(f"{c} started on a warm prefix cache" for c in pair.warm)]
+        if void:
+            out[f"{key}_verdict"] = "no verdict: " + "; ".join(void)
+            continue
+        if not found:
+            continue
+        start = pays_from(found)
+        out[f"{key}_pays_from"] = f"c{start}" if start is not None else "nowhere"
+        for c, changes in sorted(found.items()):
+            out.update({f"{key}_c{c}_{m}": changes[m].text() for m in GAINS if m in changes})
+    return out
+
+
 def columns(changes: dict[str, Change]) -> list[str]:
     """The change cells of one row: each GAINS metric as ``+12.3% [+1.0%, +20.0%] better``."""
     return [changes[m].text() if m in changes else number(None, "change") for m in GAINS]

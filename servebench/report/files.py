@@ -37,6 +37,7 @@ class Report:
     points: list[PointResult]
     rejected: dict[str, str]
     files: list[Path] = field(default_factory=list)
+    ab: list[tuple[offload.Pair, dict]] = field(default_factory=list)   # each pair and its changes (report.ab)
 
     @property
     def verdicts(self) -> dict[str, str]:
@@ -184,6 +185,7 @@ def write(results_dir: Path, out_dir: Path | None = None, only: set[str] | None 
     for pair in offload.pairs(points):
         rows = offload.rows(points, pair)
         found = ab.gains(results_dir, points, pair)
+        rep.ab.append((pair, found))
         sections.append(ab_section(pair, rows, {k: sorted(v) for k, v in measured_in.items()}, found, answers))
         path = plots.offload_ab(pair, rows, out.offload_ab(pair.base, pair.offload), found)
         if path:

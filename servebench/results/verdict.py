@@ -212,12 +212,11 @@ def reuse_check(result: PointResult) -> Check | None:
     held = (f"its caches hold {number(r.cache_tokens, 'count')} tokens and the live sessions' prefixes need "
             f"~{number(r.working_set_tokens, 'count')}")
     if r.warm:
-        return _check("reuse", False, said, (
-            f"{said}: more than the window's own requests allow (by over {WARM:.0%} of the prompt tokens), so its "
-            "cache was warm at the window's start: hits on prefixes an earlier request cached (another point on this "
-            "server replaying the same prompts, a trace without servebench's keyspace marker); TTFT and throughput "
-            "measure a cache that no cold start has. Start the point on a fresh server, or give every point's "
-            "prompts a prefix of its own"))
+        return _check("reuse", False, said, f"{said}: more than the window's own requests allow (by over {WARM:.0%} "
+                      "of the prompt tokens), so its cache was warm at the window's start: hits on prefixes an earlier "
+                      "request cached (another point on this server replaying the same prompts, a trace without "
+                      "servebench's keyspace marker); TTFT and throughput measure a cache that no cold start has. "
+                      "Start the point on a fresh server, or give every point's prompts a prefix of its own")
     if not r.should_hold:
         return Check(name="reuse", ok=True, message=f"{said}; {held}, so the cache cannot hold them all")
     done, least = result.requests.completed or 0, REUSE_REQUESTS * result.identity.concurrency
