@@ -202,7 +202,8 @@ def main() -> int:
         ratios.append(spent / grid_gpu_s)
         counts.append(n)
     print(f"{args.replays} replays (probes capped at {args.cap_s:g} s, first look at {args.min_s:g} s, "
-          f"x{args.growth:g}): the same answer in {same / args.replays:.1%}, the bracket holds it in {holds / args.replays:.1%}; "
+          f"x{args.growth:g}): the same answer in {same / args.replays:.1%}, the bracket holds it in "
+          f"{holds / args.replays:.1%}; "
           f"GPU-time {statistics.median(ratios):.1%} of the full grid's (median; max {max(ratios):.1%}), "
           f"{statistics.median(counts):g} probes (median)")
     print(f"target: the same answer in >= 95% of replays at <= 25% of the grid's GPU-time: "
