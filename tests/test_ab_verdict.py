@@ -89,7 +89,7 @@ def test_a_pair_with_a_point_that_started_on_a_warm_cache_gets_no_ratio_and_name
     out = folder_of_the_pair(catalog, tmp_path)
     rep = write(out.root)
     (pair,) = offload.pairs(rep.points)
-    assert pair.warm == () and pair.shared == (8,)
+    assert pair.void == () and pair.shared == (8,)
     path = out.point("llama-770m-h200-vllm-c8")
     data = json.loads(path.read_text())
     data["reuse"] = {"source": "test", "block_size": 16, "allowed_share": 0.5, "measured_share": 0.7, "gap": -0.2,
@@ -98,10 +98,11 @@ def test_a_pair_with_a_point_that_started_on_a_warm_cache_gets_no_ratio_and_name
     path.write_text(json.dumps(data))
     rep = write(out.root)
     (pair,) = offload.pairs(rep.points)
-    assert pair.warm == ("llama-770m-h200-vllm-c8",) and pair.shared == () and pair.differs == ()
+    assert pair.void == ("llama-770m-h200-vllm-c8 started on a warm prefix cache",) and pair.shared == ()
+    assert pair.differs == ()
     assert offload.rows(rep.points, pair) == [] and ab.gains(out.root, rep.points, pair) == {}
     page = out.report.joinpath("report.md").read_text()
-    assert "No verdict: llama-770m-h200-vllm-c8 started on a warm prefix cache" in page
+    assert "No verdict: llama-770m-h200-vllm-c8 started on a warm prefix cache, so no ratio" in page
     assert ab.properties(rep.ab) == {"ab_llama-770m-h200-vllm_offload_vs_llama-770m-h200-vllm_verdict":
                                      "no verdict: llama-770m-h200-vllm-c8 started on a warm prefix cache"}
 
@@ -128,6 +129,64 @@ def test_arms_with_unequal_ready_workers_get_no_ratio_and_a_lost_worker_fails_it
         "1 of the 2 serving instances ready at the point's start")
     base = next(r for r in rep.points if r.identity.case_id.endswith("vllm-c8"))
     assert "workers" not in {c.name for c in judge(base, by_id(catalog, "llama-770m-h200-vllm")).checks}
+
+
+KV_PAGE = """# HELP dynamo_component_kv_cache_events_applied KV events the indexer applied
+# TYPE dynamo_component_kv_cache_events_applied counter
+dynamo_component_kv_cache_events_applied{event_type="stored",status="ok"} 12
+dynamo_component_kv_cache_events_applied{event_type="removed",status="ok"} 3
+dynamo_component_kv_cache_events_applied{event_type="removed",status="block_not_found"} 2
+dynamo_frontend_requests_total{model="m"} 9
+"""
+
+
+def test_the_kv_routers_applied_events_are_read_from_the_frontends_page_by_status():
+    """#33 item 3: Dynamo's KV router counts the KV events its indexer applied (kv_cache_events_applied, prefixed
+    dynamo_component_ or dynamo_kvrouter_ by release); a page without the family is no router to judge."""
+    assert counters.kv_events(KV_PAGE) == {"ok": 15.0, "block_not_found": 2.0}
+    other = 'dynamo_kvrouter_kv_cache_events_applied_total{event_type="stored",status="ok"} 7\n'
+    assert counters.kv_events(other) == {"ok": 7.0}
+    assert counters.kv_events("dynamo_frontend_requests_total 9\n") is None
+    from servebench.results.build import kv_events_delta
+    assert kv_events_delta({"ok": 15.0}, {"ok": 40.0, "block_not_found": 2.0}) == {"block_not_found": 2.0, "ok": 25.0}
+    assert kv_events_delta(None, {"ok": 1.0}) is None
+
+
+def test_only_a_kv_router_is_asked_for_its_events(catalog):
+    from types import SimpleNamespace
+    from servebench.server.frontends.dynamo import DynamoFrontend
+    from servebench.server.frontends.vllm import VllmFrontend
+    plan = SimpleNamespace(api_url="http://h:8000")
+    kv, rr = by_id(catalog, "kimi-k3-gb200-dep"), by_id(catalog, "llama-7b-h200-dynamo")
+    assert (kv.recipe.frontend.args or {}).get("router-mode") == "kv"
+    assert DynamoFrontend().router_metrics_url(kv, plan) == "http://h:8000/metrics"
+    assert DynamoFrontend().router_metrics_url(rr, plan) is None                 # round-robin: no indexer
+    assert VllmFrontend().router_metrics_url(by_id(catalog, "llama-7b-h200-vllm"), plan) is None
+
+
+def test_a_kv_router_that_applied_no_event_fails_its_point_and_voids_its_pair(catalog, tmp_path):
+    """Dynamo's KV-router A/B guide: workers publishing no KV events leave the router blind, and a comparison of
+    such arms is void. A point whose router applied none fails, naming what to check; its pair gets no ratio."""
+    from servebench.results.model import parse
+    from servebench.results.verdict import judge
+    out = folder_of_the_pair(catalog, tmp_path)
+    for name, events in (("llama-770m-h200-vllm-c8", {"ok": 120.0}),
+                         ("llama-770m-h200-vllm_offload-c8", {"ok": 0.0, "block_not_found": 4.0})):
+        path = out.point(name)
+        data = json.loads(path.read_text())
+        data["run"]["kv_events"] = events
+        path.write_text(json.dumps(data))
+    rep = write(out.root)
+    (pair,) = offload.pairs(rep.points)
+    assert pair.void == ("llama-770m-h200-vllm_offload-c8's KV router applied no KV event",) and pair.shared == ()
+    blind = next(r for r in rep.points if r.identity.case_id.endswith("offload-c8"))
+    checks = {c.name: c for c in judge(parse(blind.model_dump(mode="json")),
+                                       by_id(catalog, "llama-770m-h200-vllm_offload")).checks}
+    assert not checks["kv-events"].ok and checks["kv-events"].message.startswith(
+        "the KV router applied 0 KV events over the run; not applied: 4 block_not_found: it routed without")
+    base = next(r for r in rep.points if r.identity.case_id.endswith("vllm-c8"))
+    seen = {c.name: c for c in judge(base, by_id(catalog, "llama-770m-h200-vllm")).checks}["kv-events"]
+    assert seen.ok and seen.message == "the KV router applied 120 KV events over the run"
 
 
 def test_each_frontend_counts_its_ready_workers_its_own_way():

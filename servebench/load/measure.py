@@ -61,6 +61,8 @@ class Measurement:
     host: dict | None = None             # each process's CPU time per second during the run (servebench.server.host)
     ready_workers: int | None = None     # serving instances ready at the point's start
     expected_workers: int | None = None  # ... and how many the deployment started with
+    kv_events_before: dict | None = None  # the KV router's applied events before the run, by status (None: no router)
+    kv_events_after: dict | None = None
     power: list = field(default_factory=list)   # every GPU power sample: (wall clock, GPU uuid, W)
     samples: list = field(default_factory=list)        # the counters every slice (servebench.load.series)
     mode: str = "fixed"                  # the run-length rule that ran (profile.load.stop.mode, or --run-length)
@@ -146,6 +148,7 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
         inv.env.update(host.client_env(dep.token))     # the host samplers count the load generator by it
         out_dir = inv.out_dir
         m.before = dep.counters()
+        m.kv_events_before = dep.kv_events()
 
         phases = Phases(load.duration_s, point.concurrency)
 
@@ -221,6 +224,7 @@ def _finish(m: Measurement, dep: Deployment, generator: LoadGenerator, out_dir: 
     if m.before is not None and m.server_died is None:
         try:
             m.after = dep.counters()
+            m.kv_events_after = dep.kv_events() if m.kv_events_before is not None else None
         except ProcessDied as died:
             m.server_died = died.line
         except ServerError as err:

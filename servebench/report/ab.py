@@ -68,8 +68,7 @@ def properties(pairs: list[tuple[Pair, dict[int, dict[str, Change]]]]) -> dict[s
     out = {}
     for pair, found in pairs:
         key = f"ab_{pair.offload}_vs_{pair.base}"
-        void = [*(f"the arms differ in {d}" for d in pair.differs),
-                *(f"{c} started on a warm prefix cache" for c in pair.warm)]
+        void = [*(f"the arms differ in {d}" for d in pair.differs), *pair.void]
         if void:
             out[f"{key}_verdict"] = "no verdict: " + "; ".join(void)
             continue

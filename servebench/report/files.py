@@ -60,10 +60,9 @@ def ab_section(pair: offload.Pair, rows: list[dict], measured_in: dict[str, list
     if pair.differs:
         lines.append(f"No verdict: the arms differ in more than the offload ({', '.join(pair.differs)}), so no "
                      "ratio of theirs measures the offload.")
-    if pair.warm:
-        lines.append(f"No verdict: {', '.join(pair.warm)} started on a warm prefix cache (the server served more from "
-                     "its caches than the window's own requests allow), so no ratio of theirs measures the offload.")
-    if pair.differs or pair.warm:
+    if pair.void:
+        lines.append(f"No verdict: {'; '.join(pair.void)}, so no ratio of theirs measures the offload.")
+    if pair.differs or pair.void:
         return "\n".join(lines) + "\n"
     tiers = ab.tier_answers(pair, answers or [])
     if tiers:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from servebench.results import routing
 from servebench.server import frontends
 from servebench.results.model import PointResult
 
@@ -17,7 +18,7 @@ class Pair:
     offload: str
     shared: tuple[int, ...]   # concurrencies both arms measured
     differs: tuple[str, ...] = ()   # what makes the arms no A/B of the offload alone (then no ratio is shown)
-    warm: tuple[str, ...] = ()      # points of either arm that started on a warm prefix cache (no ratio either)
+    void: tuple[str, ...] = ()      # points of either arm that measured no valid A/B, and why (no ratio either)
 
 
 def frontend(r: PointResult) -> str:
@@ -41,10 +42,19 @@ def arm_traits(r: PointResult) -> dict[str, object]:
             "Ready workers at the point's start": r.run.ready_workers}
 
 
+def void(r: PointResult) -> list[str]:
+    """Why a point measured no valid A/B whatever its partner: it started on a warm prefix cache
+    (servebench.results.reuse), or its KV-aware router applied no KV event (servebench.results.routing)."""
+    out = [f"{r.identity.case_id} started on a warm prefix cache"] if r.reuse is not None and r.reuse.warm else []
+    if routing.applied(r) == 0:
+        out.append(f"{r.identity.case_id}'s KV router applied no KV event")
+    return out
+
+
 def pairs(points: list[PointResult]) -> list[Pair]:
     """Each offload arm with each base arm of its family; a pair whose arms differ in more than the offload says
-    in what (its ``differs``), and one with a point that started on a warm prefix cache names it (its ``warm``:
-    servebench.results.reuse); either gets no ratio."""
+    in what (its ``differs``), and one with a point that measured no valid A/B says why (its ``void``); either gets
+    no ratio."""
     arms: dict[tuple, dict[bool, dict[str, list[PointResult]]]] = defaultdict(
         lambda: {True: defaultdict(list), False: defaultdict(list)})
     for r in points:
@@ -56,9 +66,8 @@ def pairs(points: list[PointResult]) -> list[Pair]:
                 differs = tuple(sorted({name for a in off_r for b in base_r
                                         for name, value in arm_traits(a).items() if arm_traits(b)[name] != value}))
                 shared = {r.identity.concurrency for r in off_r} & {r.identity.concurrency for r in base_r}
-                warm = tuple(sorted(r.identity.case_id for r in (*base_r, *off_r)
-                                    if r.reuse is not None and r.reuse.warm))
-                out.append(Pair(base, off, () if differs or warm else tuple(sorted(shared)), differs, warm))
+                bad = tuple(sorted(why for r in (*base_r, *off_r) for why in void(r)))
+                out.append(Pair(base, off, () if differs or bad else tuple(sorted(shared)), differs, bad))
     return sorted(out, key=lambda p: (p.offload, p.base))
 
 

@@ -104,7 +104,8 @@ def build(m: Measurement) -> PointResult:
                 "problems": problems, "mode": m.mode, "stop_reason": m.stop_reason,
                 "stopped_at_s": m.stopped_at_s, "planned_s": float(p.spec.load.duration_s),
                 "checkpoints": [{"at_s": at, "found": found} for at, found in m.looks],
-                "ready_workers": m.ready_workers, "expected_workers": m.expected_workers},
+                "ready_workers": m.ready_workers, "expected_workers": m.expected_workers,
+                "kv_events": kv_events_delta(m.kv_events_before, m.kv_events_after)},
         "requests": {"completed": completed, "successful": successful, "errors": errors, "error_rate": error_rate,
                      "errors_by_cause": dict(sorted(causes.items())), "warmup_dropped": len(rec.warmup),
                      "recorded": len(profiled)},
@@ -237,3 +238,10 @@ def server_block(d: Snapshot) -> dict:
             "prompt_token_shares": {"local_cache": _share(d.prompt_tokens_local_cache_hit, by_source),
                                     "cpu_tier": _share(d.prompt_tokens_external, by_source),
                                     "computed": _share(d.prompt_tokens_local_compute, by_source)}}
+
+
+def kv_events_delta(before: dict | None, after: dict | None) -> dict[str, float] | None:
+    """The KV events the router applied over the run, by status (None without both reads)."""
+    if before is None or after is None:
+        return None
+    return {k: after.get(k, 0.0) - before.get(k, 0.0) for k in sorted({*before, *after})}

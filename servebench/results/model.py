@@ -94,6 +94,8 @@ class RunInfo(_Part):
     ready_workers: int | None = Field(None, description="serving instances ready at the point's start (Dynamo: the "
                                       "generate instances its frontend lists; vLLM: API servers answering /health)")
     expected_workers: int | None = Field(None, description="the serving instances the deployment started with")
+    kv_events: dict[str, float] | None = Field(None, description="KV events the KV-aware router applied over the run, "
+                                               "by status (ok, block_not_found, ...); None: no such router")
 
 
 class Requests(_Part):

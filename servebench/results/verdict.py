@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 from servebench.core.format import interval, number
 from servebench.load.series import stalls
+from servebench.results import routing
 from servebench.results.bound import client_late
 from servebench.results.reuse import GAP as REUSE_GAP, LOW as REUSE_LOW, REQUESTS as REUSE_REQUESTS, WARM
 from servebench.results.slo import describe
@@ -53,17 +54,9 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
             f"{run.generator}'s per-request export holds {_count(req.recorded)} of the {_count(req.completed)} "
             f"requests its summary counts (cut short: a full or failing disk?): the requests' latencies and the "
             f"history's rows are not the point's (its files: {run.artifact_dir})")))
-    ended = generator_ended(result)
-    if ended is not None:
-        checks.append(ended)
-    checks.append(stall_check(result, g.max_stall_s))
-    if (short := ran_out_check(result, profile.spec.load)) is not None:
-        checks.append(short)
-    if (reused := reuse_check(result)) is not None:
-        checks.append(reused)
-    added = counters_check(result)
-    if added is not None:
-        checks.append(added)
+    checks += [c for c in (generator_ended(result), stall_check(result, g.max_stall_s),
+                           ran_out_check(result, profile.spec.load), reuse_check(result), counters_check(result),
+                           routing.check(result)) if c is not None]
 
     rate = req.error_rate
     causes = ", ".join(f"{k} {v}" for k, v in req.errors_by_cause.items()) or "none classified"

@@ -139,3 +139,22 @@ def total(snapshots: list[Snapshot]) -> Snapshot:
     for snap in snapshots:
         out = out + snap
     return out
+
+
+KV_EVENTS = "kv_cache_events_applied"   # Dynamo's KV router: events its indexer applied, by event_type and status
+
+
+def kv_events(text: str) -> dict[str, float] | None:
+    """The KV router's applied-event counters on a Dynamo frontend's /metrics page, summed over event types, by
+    status (``ok``, ``block_not_found``, ...): the family whose name ends in ``kv_cache_events_applied``
+    (``dynamo_component_`` or ``dynamo_kvrouter_`` as the release prefixes it). None where the page has none."""
+    found: dict[str, float] | None = None
+    for family in text_string_to_metric_families(text):
+        if not family.name.removesuffix("_total").endswith(KV_EVENTS):     # _total: a page without TYPE lines
+            continue
+        found = found or {}
+        for sample in family.samples:
+            if sample.name in (family.name, f"{family.name}_total"):
+                status = sample.labels.get("status", "ok")
+                found[status] = found.get(status, 0.0) + sample.value
+    return found

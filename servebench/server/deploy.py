@@ -67,6 +67,19 @@ class Deployment:
         if other is not None:
             raise ServerError(f"{self.profile.id}: {other}")
 
+    def kv_events(self) -> dict[str, float] | None:
+        """The KV router's applied events so far, by status (servebench.server.counters.kv_events); None where the
+        deployment has no KV-aware router, or its page does not answer or has no such counter (said in the log)."""
+        url = self.plan.frontend.router_metrics_url(self.profile, self.plan)
+        if url is None:
+            return None
+        try:
+            with httpx.Client(timeout=10) as client:
+                return metrics.kv_events(client.get(url).text)
+        except (httpx.HTTPError, ValueError) as err:
+            log.warning("%s: no KV-event counters from %s: %s", self.profile.id, url, err)
+            return None
+
     def ready_workers(self) -> tuple[int, int]:
         """(serving instances ready now, instances the deployment started with): asked at each point's start, so a
         worker lost between points is seen (its point fails) and an A/B of arms with unequal workers is no A/B."""

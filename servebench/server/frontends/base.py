@@ -67,6 +67,10 @@ class Frontend(ABC):
         """How many serving instances readiness waits for."""
         return 1
 
+    def router_metrics_url(self, profile, plan) -> str | None:
+        """Where the deployment's KV-aware router reports the KV events it applied (None: it has no such router)."""
+        return None
+
     # -- readiness (pure) --
     def readiness_urls(self, plan) -> list[str]:
         return [*plan.health_urls, f"{plan.api_url}/v1/models"]

@@ -72,6 +72,10 @@ class DynamoFrontend(Frontend):
     def expected_instances(self, profile) -> int:
         return profile.topology.registering
 
+    def router_metrics_url(self, profile, plan) -> str | None:
+        """The frontend's own /metrics, where ``router-mode: kv`` keeps its indexer's kv_cache_events_applied."""
+        return f"{plan.api_url}/metrics" if kv_router(profile) else None
+
     def readiness_urls(self, plan) -> list[str]:
         return [*plan.health_urls, f"{plan.api_url}/health", f"{plan.api_url}/v1/models"]
 
@@ -124,12 +128,16 @@ def _frontend_args(args: dict[str, Any]) -> list[str]:
     return out
 
 
+def kv_router(profile) -> bool:
+    """The frontend routes by the workers' KV caches (``router-mode: kv``), from the KV events they publish."""
+    return (profile.recipe.frontend.args or {}).get("router-mode") == "kv"
+
+
 def _kv_events(profile, role, host: str, ports) -> str | None:
     """KV events for the KV router: vLLM's publisher binds a wildcard endpoint (never a host address), on the
     endpoint's port + the engine's global DP index, so each process gets a block of ports, one per DP rank."""
     cfg = profile.recipe.backend.kv_events_config
-    args = profile.recipe.frontend.args or {}
-    if cfg is None and not (args.get("router-mode") == "kv" and args.get("router-kv-events", True)):
+    if cfg is None and not (kv_router(profile) and (profile.recipe.frontend.args or {}).get("router-kv-events", True)):
         return None
     if cfg is False:
         return None
