@@ -149,3 +149,16 @@ def test_a_missing_trace_reuse_file_is_no_part_and_a_torn_one_is_the_parts_error
     (tmp_path / "trace-reuse.json").write_text('{"by_block_size": ')
     got = reuse.read(tmp_path / "trace-reuse.json")
     assert got["error"].startswith(f"{tmp_path / 'trace-reuse.json'}: not JSON")
+
+
+def test_a_recorded_point_is_measured_again_only_with_the_load_it_recorded(tmp_path):
+    """benchmarks/reuse_of_recorded.py remakes a recorded point's trace from its profile: the 7B recordings' load
+    (16 sessions per concurrency, 93249c7) is no longer today's recipes' (32), and it says how to give the old ones."""
+    from servebench.catalog.loader import Catalog
+    spec = importlib.util.spec_from_file_location("reuse_of_recorded", REPO / "benchmarks/reuse_of_recorded.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    with pytest.raises(SystemExit, match=r"llama-7b-h200-vllm-c4\.json: the profile's load in .*recipes is not the "
+                                         r"one recorded .*git archive <commit> recipes"):
+        script.measure(REPO / "tests/data/h200-7b/points/llama-7b-h200-vllm-c4.json", Catalog.load(REPO / "recipes"),
+                       tmp_path, "python3", tmp_path)
