@@ -118,3 +118,14 @@ def test_a_point_whose_trace_ran_out_before_its_planned_length_fails_saying_how_
         "(16) to at least 31")
     assert by_id(catalog, "llama-7b-h200-vllm").spec.load.trace.sessions_per_concurrency >= 31     # the shipped fix
     assert not [c for c in judge(recorded("llama-7b-h200-vllm-c32"), prof).checks if c.name == "trace"]
+
+
+def test_the_7b_search_probes_within_the_batch_and_stops_each_probe_once_decided(catalog):
+    """#32 on the H200 (scripts/gpu-7b-runs search): the vllm arm's highest concurrency meeting `interactive`,
+    probed in one server start within the batch max-num-seqs allows, each probe ended once its verdict is known."""
+    p = by_id(catalog, "llama-7b-h200-vllm_search")
+    assert p.spec.search.tier == "interactive" and p.spec.concurrency == [4, 64]
+    assert max(p.spec.concurrency) <= int(p.flags.value("max-num-seqs")) == 64
+    assert p.spec.load.stop.mode == "decide" and p.spec.gates.bound is None
+    tier = p.spec.slo["interactive"]
+    assert (tier.ttft_ms, tier.tpot_ms, tier.attainment) == (1000, 40, 0.9)
