@@ -34,6 +34,30 @@ def test_the_recorded_requests_read_back_unchanged(tmp_path):
     assert path.read_text().splitlines()[0].split(",") == [name for name, _ in request_file.COLUMNS]
 
 
+def test_a_requests_file_kept_compressed_reads_the_same_and_a_torn_one_is_refused_naming_it(tmp_path):
+    """A results folder kept for the record may hold requests.csv.gz (CaseFolder.requests_archived): read as the
+    plain file is, found by the history's reader; a torn archive is one line naming the file, never a traceback."""
+    import gzip
+    got = aiperf_records.read(RECORDED).requests
+    plain = request_file.write(tmp_path / "requests.csv", got)
+    packed = tmp_path / "requests.csv.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert request_file.read(packed) == list(got)
+    torn = tmp_path / "torn.csv.gz"
+    torn.write_bytes(packed.read_bytes()[:200])
+    with pytest.raises(ValueError, match=r"torn\.csv\.gz: cannot read it"):
+        request_file.read(torn)
+    from servebench.results.model import parse
+    rf = ResultsFolder.at(DATA / "h200-7b")
+    r = parse(json.loads(rf.point("llama-7b-h200-vllm-c4").read_text()))
+    kept = ResultsFolder.at(tmp_path / "kept")
+    case = kept.case(r.identity.profile, r.identity.case_id)
+    case.root.mkdir(parents=True)
+    src = rf.case(r.identity.profile, r.identity.case_id).requests
+    case.requests_archived.write_bytes(gzip.compress(src.read_bytes()))
+    assert history.requests_of(kept.root, r) == ([q for q in request_file.read(src) if q.profiled], None)
+
+
 numbers = st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False, width=64))
 words = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1)     # any text UTF-8 can hold; "" is None
 requests = st.builds(

@@ -53,6 +53,11 @@ class CaseFolder:
         return self.root / "requests.csv"
 
     @property
+    def requests_archived(self) -> Path:
+        """The same file gzip-compressed, as a results folder kept for the record may hold it (tests/data)."""
+        return self.root / "requests.csv.gz"
+
+    @property
     def trace(self) -> Path:
         return self.root / "trace.jsonl"
 

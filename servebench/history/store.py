@@ -141,8 +141,9 @@ def requests_of(results_dir: Path, r: PointResult) -> tuple[list[Request], str |
     written before that file existed, from its load generator's own files where that generator is installed. With
     none: [] and why. ValueError (one line) for a requests file that cannot be read."""
     case = ResultsFolder.at(results_dir).case(r.identity.profile, r.identity.case_id)
-    if case.requests.is_file():
-        return [q for q in request_file.read(case.requests) if q.profiled], None
+    for kept in (case.requests, case.requests_archived):
+        if kept.is_file():
+            return [q for q in request_file.read(kept) if q.profiled], None
     try:
         generator = generator_for(r.run.generator)
     except LookupError:

@@ -12,6 +12,7 @@ a later servebench may add some.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import math
 from pathlib import Path
@@ -74,32 +75,33 @@ def _parse(kind: type, cell: str, needed: bool = False):
 
 
 def read(path: Path | str) -> list[Request]:
-    """Every request of the file, in its order. ValueError naming the file, the line and the column of anything it
-    cannot read (the file is servebench's own: it is never half-written, so a bad cell means it was edited)."""
+    """Every request of the file (gzip-compressed where its name ends in .gz), in its order. ValueError naming the
+    file, the line and the column of anything it cannot read (the file is servebench's own: it is never half-written,
+    so a bad cell means it was edited)."""
     path = Path(path)
     try:
-        handle = path.open(newline="", encoding="utf-8")
-    except OSError as err:
-        raise ValueError(f"{path}: cannot read it ({err.strerror or err})") from None
-    with handle:
-        rows = csv.reader(handle)
-        header = next(rows, None)
-        missing = [c for c in REQUIRED if c not in (header or [])]
-        if missing:
-            raise ValueError(f"{path}: line 1: not a servebench requests file (no column {', '.join(missing)}; "
-                             f"it starts with the columns {', '.join(n for n, _ in COLUMNS)})")
-        kinds = dict(COLUMNS)
-        out = []
-        for line, row in enumerate(rows, start=2):
-            if len(row) != len(header):
-                raise ValueError(f"{path}: line {line}: {len(row)} cells, the header has {len(header)}")
-            fields = {}
-            for name, cell in zip(header, row):
-                if name in kinds:
-                    try:
-                        fields[name] = _parse(kinds[name], cell, name in NEVER_EMPTY)
-                    except ValueError as err:
-                        raise ValueError(f"{path}: line {line}: column {name}: {err}") from None
-            error = {v: fields.pop(k, None) for k, v in ERROR.items()}
-            out.append(Request(**fields, error=error if any(x is not None for x in error.values()) else None))
+        data = path.read_bytes()
+        text = (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8")
+    except (OSError, EOFError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: cannot read it ({getattr(err, 'strerror', None) or err})") from None
+    rows = csv.reader(io.StringIO(text, newline=""))
+    header = next(rows, None)
+    missing = [c for c in REQUIRED if c not in (header or [])]
+    if missing:
+        raise ValueError(f"{path}: line 1: not a servebench requests file (no column {', '.join(missing)}; "
+                         f"it starts with the columns {', '.join(n for n, _ in COLUMNS)})")
+    kinds = dict(COLUMNS)
+    out = []
+    for line, row in enumerate(rows, start=2):
+        if len(row) != len(header):
+            raise ValueError(f"{path}: line {line}: {len(row)} cells, the header has {len(header)}")
+        fields = {}
+        for name, cell in zip(header, row):
+            if name in kinds:
+                try:
+                    fields[name] = _parse(kinds[name], cell, name in NEVER_EMPTY)
+                except ValueError as err:
+                    raise ValueError(f"{path}: line {line}: column {name}: {err}") from None
+        error = {v: fields.pop(k, None) for k, v in ERROR.items()}
+        out.append(Request(**fields, error=error if any(x is not None for x in error.values()) else None))
     return out
