@@ -2,7 +2,7 @@
 """Replay a recorded grid of fixed points through the SLO search with decision-stopped probes, offline (#32;
 docs/load.md: Searching, docs/measurements.md: Search replays).
 
-    .venv/bin/python benchmarks/replay_search.py FOLDER... [--tier search] [--replays 200] [--cap-s 300]
+    .venv/bin/python benchmarks/replay_search.py [FOLDER...] [--tier search] [--replays 200] [--cap-s 300]
                                                  [--min-s 20] [--growth 1.5] [--tolerance 0.25] [--seed 0]
 
 A grid is the points of one server at several concurrencies, each a fixed-length recording with its requests
@@ -52,6 +52,8 @@ from servebench.recipe.schema.sweep import SloTier, StopRule  # noqa: E402
 from servebench.results import slo  # noqa: E402
 from servebench.results.model import parse  # noqa: E402
 from servebench.results.search import Probe, Search  # noqa: E402
+
+DEFAULT = REPO / "tests/data/grid-cpu"
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,8 @@ def search(points: list[GridPoint], tier: str, rule: StopRule, cap_s: float, tol
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("folders", nargs="+", type=Path)
+    ap.add_argument("folders", nargs="*", type=Path, default=[DEFAULT],
+                    help="results folders of one grid (default: tests/data/grid-cpu, scripts/record-grid's)")
     ap.add_argument("--tier", default="search")
     ap.add_argument("--define", help="judge by these limits instead of the stored tier: ttft_ms=..,tpot_ms=..,"
                     "e2e_ms=..,attainment=.. (for recordings made without one, e.g. the H200 points)")
