@@ -32,6 +32,14 @@ def folder_of_the_pair(catalog, tmp_path):
     return out
 
 
+def edit_point(out, case: str, change) -> None:
+    """Change one stored point's JSON in place (``change(data)``), as an edited or older results folder holds it."""
+    path = out.point(case)
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
 def test_each_shared_concurrency_gets_its_change_with_an_interval_and_a_verdict(catalog, tmp_path):
     out = folder_of_the_pair(catalog, tmp_path)
     rep = write(out.root)
@@ -68,11 +76,9 @@ def test_the_offload_pays_from_the_lowest_concurrency_better_at_it_and_above():
 def test_arms_that_differ_in_more_than_the_offload_get_no_ratio_and_say_in_what(catalog, tmp_path):
     """#33 item 3: a changed trace (another seed), other server versions or another layout void the comparison."""
     out = folder_of_the_pair(catalog, tmp_path)
-    path = out.point("llama-770m-h200-vllm_offload-c8")
-    data = json.loads(path.read_text())
-    data["identity"]["load_fingerprint"] = "0" * 64                     # its sessions drawn with another seed
-    data["identity"]["versions"]["vllm"] = "0.27.0"
-    path.write_text(json.dumps(data))
+    edit_point(out, "llama-770m-h200-vllm_offload-c8", lambda d: d["identity"].update(
+        load_fingerprint="0" * 64,                                      # its sessions drawn with another seed
+        versions={**d["identity"]["versions"], "vllm": "0.27.0"}))
     rep = write(out.root)
     (pair,) = offload.pairs(rep.points)
     assert pair.shared == () and pair.differs == ("load (its trace: sessions, seed, shape)", "server versions")
@@ -90,12 +96,10 @@ def test_a_pair_with_a_point_that_started_on_a_warm_cache_gets_no_ratio_and_name
     rep = write(out.root)
     (pair,) = offload.pairs(rep.points)
     assert pair.void == () and pair.shared == (8,)
-    path = out.point("llama-770m-h200-vllm-c8")
-    data = json.loads(path.read_text())
-    data["reuse"] = {"source": "test", "block_size": 16, "allowed_share": 0.5, "measured_share": 0.7, "gap": -0.2,
-                     "prompt_tokens_mean": 4000.0, "working_set_tokens": 32000.0, "cache_tokens": 32768.0,
-                     "should_hold": True, "warm": True}
-    path.write_text(json.dumps(data))
+    edit_point(out, "llama-770m-h200-vllm-c8", lambda d: d.update(reuse={
+        "source": "test", "block_size": 16, "allowed_share": 0.5, "measured_share": 0.7, "gap": -0.2,
+        "prompt_tokens_mean": 4000.0, "working_set_tokens": 32000.0, "cache_tokens": 32768.0, "should_hold": True,
+        "warm": True}))
     rep = write(out.root)
     (pair,) = offload.pairs(rep.points)
     assert pair.void == ("llama-770m-h200-vllm-c8 started on a warm prefix cache",) and pair.shared == ()
@@ -115,10 +119,7 @@ def test_arms_with_unequal_ready_workers_get_no_ratio_and_a_lost_worker_fails_it
     from servebench.results.verdict import judge
     out = folder_of_the_pair(catalog, tmp_path)
     for name, ready in (("llama-770m-h200-vllm-c8", 2), ("llama-770m-h200-vllm_offload-c8", 1)):
-        path = out.point(name)
-        data = json.loads(path.read_text())
-        data["run"]["ready_workers"], data["run"]["expected_workers"] = ready, 2
-        path.write_text(json.dumps(data))
+        edit_point(out, name, lambda d, ready=ready: d["run"].update(ready_workers=ready, expected_workers=2))
     rep = write(out.root)
     (pair,) = offload.pairs(rep.points)
     assert pair.differs == ("Ready workers at the point's start",) and offload.rows(rep.points, pair) == []
@@ -172,10 +173,7 @@ def test_a_kv_router_that_applied_no_event_fails_its_point_and_voids_its_pair(ca
     out = folder_of_the_pair(catalog, tmp_path)
     for name, events in (("llama-770m-h200-vllm-c8", {"ok": 120.0}),
                          ("llama-770m-h200-vllm_offload-c8", {"ok": 0.0, "block_not_found": 4.0})):
-        path = out.point(name)
-        data = json.loads(path.read_text())
-        data["run"]["kv_events"] = events
-        path.write_text(json.dumps(data))
+        edit_point(out, name, lambda d, events=events: d["run"].update(kv_events=events))
     rep = write(out.root)
     (pair,) = offload.pairs(rep.points)
     assert pair.void == ("llama-770m-h200-vllm_offload-c8's KV router applied no KV event",) and pair.shared == ()

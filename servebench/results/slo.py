@@ -93,8 +93,13 @@ def judged_at_look(name: str, tier: SloTier, requests: list[Request], looks: int
     1 - 0.05 / looks, two-sided): what ``--run-length decide`` and benchmarks/replay_search.py judge a look by."""
     from scipy.special import ndtri          # here: a pytest start does not load it
 
-    alpha = 0.05 / max(1, looks)
-    return SloTierResult.model_validate(tier_result(name, tier, requests, None, gpus, z=float(ndtri(1 - alpha / 2))))
+    return SloTierResult.model_validate(tier_result(name, tier, requests, None, gpus,
+                                                    z=float(ndtri(1 - look_alpha(looks) / 2))))
+
+
+def look_alpha(looks: int) -> float:
+    """Each look's error rate when ``looks`` looks are planned: 0.05 over all of them (Bonferroni)."""
+    return 0.05 / max(1, looks)
 
 
 def decider(name: str, tier: SloTier, gpus: int):
@@ -102,7 +107,7 @@ def decider(name: str, tier: SloTier, gpus: int):
     reason to stop once the tier is met or missed at its look's confidence (``judged_at_look``), else None."""
 
     def decide(requests: list[Request], looks: int) -> str | None:
-        alpha = 0.05 / max(1, looks)
+        alpha = look_alpha(looks)
         got = judged_at_look(name, tier, requests, looks, gpus)
         if got.verdict not in ("met", "missed"):
             return None
