@@ -9,7 +9,7 @@ applied at its checkpoints to the series as it was at that time (servebench.load
 run uses), and the point's full series gives the reference: its steady mean and 95% interval (MSER-5 truncation,
 batch means). Printed per point: where the rule would have stopped, that time as a share of the full duration, the
 early estimate against the full run's interval; then the median share and how many early estimates lie inside.
-Default recordings: tests/data/long-cpu and tests/data/long-h200. Reports wall and CPU time of the replay itself.
+Default recordings: tests/data/long-cpu, tests/data/long-h200 and tests/data/h200-7b-long. Reports wall and CPU time of the replay itself.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from servebench.load import steady, stopping  # noqa: E402
 from servebench.recipe.schema.sweep import StopRule  # noqa: E402
 from servebench.results.model import parse  # noqa: E402
 
-DEFAULT = [REPO / "tests/data/long-cpu", REPO / "tests/data/long-h200"]
+DEFAULT = [REPO / "tests/data/long-cpu", REPO / "tests/data/long-h200", REPO / "tests/data/h200-7b-long"]
 
 
 def results(paths: list[Path]) -> list:

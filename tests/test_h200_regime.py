@@ -5,6 +5,7 @@ model and the model description, offline."""
 
 import json
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -67,9 +68,12 @@ def test_the_servers_run_with_cuda_graphs_covering_the_batch_never_eager(case, r
 RECORDED = REPO / "tests/data/h200-7b"
 
 
-def recorded(case: str):
+LONG = REPO / "tests/data/h200-7b-long"          # vllm at c32 for 600 s (scripts/gpu-7b-runs long-c32, 2026-12-04)
+
+
+def recorded(case: str, folder: Path = RECORDED):
     from servebench.results.model import PointResult
-    return PointResult.model_validate_json((RECORDED / "points" / f"{case}.json").read_text())
+    return PointResult.model_validate_json((folder / "points" / f"{case}.json").read_text())
 
 
 @pytest.mark.parametrize("arm", ["vllm", "vllm_offload"])
@@ -82,20 +86,22 @@ def test_the_recorded_high_point_keeps_the_h200_busy_and_serves_far_more_than_th
     assert high.bound.evidence["running_mean"] > 15 > low.bound.evidence["running_mean"]      # a batch, not ~6
 
 
-@pytest.mark.parametrize("case", sorted(p.stem for p in (RECORDED / "points").glob("*.json")))
-def test_each_recorded_bound_is_what_its_evidence_says_and_the_shipped_gates_accept_it(catalog, case):
+@pytest.mark.parametrize("folder, case", [(d, p.stem) for d in (RECORDED, LONG)
+                                          for p in sorted((d / "points").glob("*.json"))])
+def test_each_recorded_bound_is_what_its_evidence_says_and_the_shipped_gates_accept_it(catalog, folder, case):
     """The stored bound is the one servebench.results.bound judges again from the point's own series, telemetry,
     machine and host record; c4 ran all it was offered (load), c32 kept the GPU busy (gpu). Recorded under
     `gates.bound: gpu` for every point, the c4 points failed that gate; the shipped `{4: load, 32: gpu}` passes all."""
     from servebench.results import bound
     from servebench.results.verdict import judge
-    r = recorded(case)
+    r = recorded(case, folder)
     again = bound.judge(r.series, r.telemetry, r.machine, r.host.model_dump() if r.host else None,
                         r.bound.evidence["client_late"])
     assert again == r.bound
     assert r.bound.bound == ("gpu" if case.endswith("-c32") else "load"), r.bound.reason
     (stored,) = [c for c in r.verdict.checks if c.name == "bound"]
-    assert stored.ok == case.endswith("-c32")                                  # as recorded: bound gpu everywhere
+    assert stored.ok == case.endswith("-c32")              # recorded with bound gpu everywhere (h200-7b), {4: load,
+    #                                                       32: gpu} (h200-7b-long)
     (now,) = [c for c in judge(r, by_id(catalog, r.identity.profile)).checks if c.name == "bound"]
     assert now.ok, now.message
 
