@@ -75,7 +75,7 @@ def test_a_folder_mixing_two_grids_or_a_point_without_the_tier_is_refused_naming
         replay_search.grid([H200], "search", None, "llama-7b-h200-vllm")
 
 
-GRID = REPO / "tests/data/grid-cpu"       # scripts/record-grid on the embedded default, 2026-12-03 (its README)
+GRID = REPO / "tests/data/grid-cpu"       # scripts/record-grid on the embedded default (its README)
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,8 @@ def recorded_grid():
 
 def test_the_recorded_grid_is_eight_points_of_600_s_and_its_answer_is_the_last_met_below_c24(recorded_grid):
     """The reference: eight concurrencies of one server, 600 s each, read from compressed requests files; judged on
-    all their requests, c1-c16 meet the tier, c24 sits on its target (unresolved), c32 and c48 miss it."""
+    all their requests, c1-c16 meet the tier, c24 (82.2% good, swinging 78-91% minute by minute) is unresolved once
+    its interval counts those swings, c32 and c48 miss it."""
     assert [p.concurrency for p in recorded_grid] == [1, 2, 4, 8, 16, 24, 32, 48]
     assert all(p.duration_s >= 590 and len(p.requests) > 1000 for p in recorded_grid)
     full = replay_search.full_verdicts(recorded_grid, "search")
@@ -93,12 +94,24 @@ def test_the_recorded_grid_is_eight_points_of_600_s_and_its_answer_is_the_last_m
     assert full[5].low < 0.8 < full[5].high and replay_search.bracket(full, 1, 48) == (16, 24)
 
 
-def test_on_the_recorded_grid_decided_probes_call_the_boundary_met_where_the_full_run_cannot(recorded_grid):
+def searches(grid, min_s: float, n: int = 10) -> list:
+    rule = StopRule(mode="decide", min_s=min_s, growth=1.5)
+    return [replay_search.search(grid, "search", rule, 300.0, 0.25, random.Random(i)) for i in range(n)]
+
+
+def test_on_the_recorded_grid_searches_with_a_120_s_first_look_give_the_full_grids_answer(recorded_grid):
     """What docs/measurements.md reports (Search replays): far from the target every probe is decided at its first
-    looks, and the searches cost a few per cent of the grid; at c24, whose full run sits on the target, windows of
-    the replay differ by more than the interval allows, and most decided probes call it met."""
-    rule = StopRule(mode="decide", min_s=20, growth=1.5)
+    look; c24, on the boundary, is left unresolved as the full run leaves it, so the searches answer c16 for about a
+    fifth of the grid's GPU-time (the default `load.stop.min_s`, 120 s, as the first look)."""
     full_gpu_s = sum(p.duration_s * p.gpus for p in recorded_grid)
-    runs = [replay_search.search(recorded_grid, "search", rule, 300.0, 0.25, random.Random(i)) for i in range(10)]
-    assert all(spent < 0.15 * full_gpu_s for _, spent, _ in runs)
-    assert sum(b == (16, 24) for b, _, _ in runs) <= 3 and sum(b == (24, 32) for b, _, _ in runs) >= 6
+    runs = searches(recorded_grid, 120.0)
+    assert all(b == (16, 24) for b, _, _ in runs) and all(spent < 0.25 * full_gpu_s for _, spent, _ in runs)
+
+
+def test_without_batch_means_decided_probes_flip_the_answer_on_the_same_recording(recorded_grid, monkeypatch):
+    """The interval on the AR(1) size alone (before batch means) takes c24's minute-scale swings for noise: windows
+    of one recording decide it met or not met, and the searches' answers flip between c16 and c24."""
+    from servebench.results import slo
+    monkeypatch.setattr(slo, "batched", lambda flags, share: None)
+    answers = [b for b, _, _ in searches(recorded_grid, 120.0)]
+    assert answers.count((16, 24)) >= 3 and answers.count((24, 32)) >= 3, answers

@@ -18,6 +18,13 @@ def t_quantile(p: float, df: float) -> float:
     return float(stdtrit(df, p))
 
 
+@lru_cache(maxsize=256)
+def normal_quantile(p: float) -> float:
+    """The ``p`` quantile of the standard normal distribution (``scipy.special.ndtri``)."""
+    from scipy.special import ndtri        # here, not at import, as t_quantile
+    return float(ndtri(p))
+
+
 def lag1(values) -> float | None:
     """The lag-1 autocorrelation of a sequence (None: fewer than 3 values, or all equal)."""
     import numpy as np

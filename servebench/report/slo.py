@@ -14,9 +14,10 @@ def section(points: list[PointResult]) -> str:
         return ""
     lines = ["## Service-level tiers", "",
              "A request is good when every limit holds (a failed or unfinished one is not); the interval is "
-             "Wilson's 95% on the effective number of requests (consecutive requests are correlated: AR(1) "
-             "correction by their lag-1 autocorrelation). `gates.slo` fails a point whose tier is missed or "
-             "unresolved.", "",
+             "Wilson's 95% on the effective number of requests: consecutive requests are correlated, so the "
+             "smaller of the AR(1) size (by their lag-1 autocorrelation) and the size their 20 batch means imply "
+             "(swings over minutes), with Student's t on the batch means. `gates.slo` fails a point whose tier "
+             "is missed or unresolved.", "",
              "| case | tier | limits | target | good / requests | attainment [95%] | effective n | verdict | "
              "goodput req/s | good output tok/s per GPU |",
              "|---|---|---|---:|---:|---|---:|---|---:|---:|"]

@@ -162,9 +162,13 @@ class SloTierResult(_Part):
     attainment: float | None = Field(description="good / requests")
     low: float | None = Field(description="95% Wilson interval of the attainment, on the effective size")
     high: float | None
-    effective_n: float | None = Field(description="requests / the AR(1) variance inflation of their good/not-good "
-                                      "sequence in the order they were sent")
+    effective_n: float | None = Field(description="the size the interval rests on: the smaller of the AR(1) one "
+                                      "(requests / the variance inflation of their good/not-good sequence in the "
+                                      "order sent) and the one its batch means imply")
     lag1: float | None = Field(description="lag-1 autocorrelation of that sequence")
+    batches: int | None = Field(None, description="batch means of that sequence (equal batches of consecutive "
+                                "requests); with them the interval's quantile is Student's t with batches - 1 degrees "
+                                "of freedom; None: too few requests (under 100), the normal quantile")
     verdict: Literal["met", "missed", "unresolved"] | None = Field(
         description="met: the interval wholly at or above the target; missed: wholly below; unresolved: across it")
     goodput_rps: float | None = Field(description="good requests per second of the measured window")

@@ -7,15 +7,30 @@ A request that failed or never finished is not good.
 
 The attainment's 95% interval is Wilson's (servebench.core.stats.wilson) on an effective sample size: consecutive
 requests of a replay share the server's state (a queue that builds, a batch that slows every member), so their
-good/not-good outcomes are positively correlated and n of them carry less information than n independent ones. The
-sequence, in the order the requests were sent, is treated as AR(1): n_eff = n (1 - r1) / (1 + r1) with r1 its lag-1
-autocorrelation (servebench.core.stats.effective_size). With r1 <= 0 no correction is made.
+good/not-good outcomes are positively correlated and n of them carry less information than n independent ones. Two
+estimates of that size, in the order the requests were sent; the smaller one is used:
+
+* **AR(1)**: n (1 - r1) / (1 + r1) with r1 the sequence's lag-1 autocorrelation
+  (servebench.core.stats.effective_size; r1 <= 0: no correction). It sees correlation between neighbours only.
+* **Batch means**: the sequence cut into 20 batches of consecutive requests, equal in size (Schmeiser 1982, "Batch
+  size effects in the analysis of simulation output", Operations Research 30: 10-30 batches for an interval); the
+  share's variance is var(batch means) / 20, and the size it implies share (1 - share) 20 / var(batch means). This
+  one also sees swings over many requests (an agentic replay's attainment moves by several points from minute to
+  minute at the boundary: docs/measurements.md, Search replays), which the AR(1) one takes for independent noise. The
+  batch size is fixed by the count, not chosen by Law and Carson's lag test as servebench.load.steady chooses it for
+  a throughput series: on a 0/1 sequence a batch of 10 requests has a binomial spread of ~13 points, which hides a
+  swing of 4, so the lag test keeps batches far shorter than the swings.
+
+With batch means (from 100 requests on) the interval's quantile is Student's t with k - 1 degrees of freedom instead
+of the normal one: Wilson's interval on an effective size with the degrees of freedom of the variance estimate, as
+Korn and Graubard (1998, "Confidence intervals for proportions with small expected number of positive counts
+estimated from survey data", Survey Methodology 24) adjust it for correlated (clustered) samples.
 """
 
 from __future__ import annotations
 
 from servebench.core.format import number
-from servebench.core.stats import effective_size, lag1, wilson
+from servebench.core.stats import effective_size, lag1, normal_quantile, t_quantile, wilson
 from servebench.load.records import Request
 from servebench.recipe.schema.sweep import SloTier
 from servebench.results.parts import SloTierResult
@@ -43,15 +58,38 @@ def good(q: Request, tier: SloTier) -> bool:
     return True
 
 
+BATCHES = 20             # batch means of the good/not-good sequence (Schmeiser 1982: 10-30 for an interval)
+MIN_BATCH = 5            # requests per batch at least: fewer requests, no batch means
+
+
+def batched(flags: list[bool], share: float) -> tuple[float, int] | None:
+    """(the effective size the batch means imply, how many batches) for a good/not-good sequence in the order sent:
+    BATCHES batches of equal size, the remainder at the start dropped; None below BATCHES x MIN_BATCH requests."""
+    import numpy as np
+    size = len(flags) // BATCHES
+    if size < MIN_BATCH:
+        return None
+    means = np.asarray(flags[len(flags) - BATCHES * size:], dtype=float).reshape(BATCHES, size).mean(axis=1)
+    var = float(means.var(ddof=1)) / BATCHES
+    n = float(len(flags))
+    return (min(n, share * (1 - share) / var) if var > 0 else n), BATCHES
+
+
 def tier_result(name: str, tier: SloTier, requests: list[Request], window_s: float | None, gpus: int,
-                gated: bool = False, z: float = 1.959964) -> dict:
-    """The tier at one point, from its profiled requests (in any order; judged in the order they were sent)."""
+                gated: bool = False, confidence: float = 0.95) -> dict:
+    """The tier at one point, from its profiled requests (in any order; judged in the order they were sent), its
+    interval at ``confidence`` (two-sided)."""
     sent = sorted(requests, key=lambda q: (q.start_s is None, q.start_s or 0.0))
     flags = [good(q, tier) for q in sent]
     n, k = len(flags), sum(flags)
     share = k / n if n else None
     rho = lag1(flags)
     n_eff = effective_size(n, rho) if n else None
+    by_batches = batched(flags, share) if n else None
+    upper = 1 - (1 - confidence) / 2
+    z = normal_quantile(upper)
+    if by_batches is not None:
+        n_eff, z = min(n_eff, by_batches[0]), t_quantile(upper, by_batches[1] - 1)
     low, high = wilson(share, n_eff, z) if n else (None, None)
     verdict = None if share is None else ("met" if low >= tier.attainment else
                                           "missed" if high < tier.attainment else "unresolved")
@@ -59,7 +97,8 @@ def tier_result(name: str, tier: SloTier, requests: list[Request], window_s: flo
     good_tokens = sum(q.output_tokens or 0.0 for q, f in zip(sent, flags) if f)
     return SloTierResult.model_validate({
         "tier": name, "gated": gated, "limits": tier.limits, "target": tier.attainment, "requests": n, "good": k,
-        "attainment": share, "low": low, "high": high, "effective_n": n_eff, "lag1": rho, "verdict": verdict,
+        "attainment": share, "low": low, "high": high, "effective_n": n_eff, "lag1": rho,
+        "batches": by_batches[1] if by_batches else None, "verdict": verdict,
         "goodput_rps": k / rate if rate else None,
         "good_output_tps_per_gpu": good_tokens / rate / gpus if rate and gpus else None}).model_dump(mode="json")
 
@@ -83,18 +122,17 @@ def describe(t: SloTierResult) -> str:
     if t.attainment is None:
         return f"tier {t.tier} ({limits_text(t.limits)}): no profiled request to judge"
     rho = f", lag-1 {t.lag1:.2f}" if t.lag1 is not None else ""
+    batches = f", {t.batches} batch means" if t.batches else ""
     return (f"tier {t.tier} ({limits_text(t.limits)}): {number(t.attainment, 'share')} of {t.requests:,} requests "
             f"good, 95% interval [{number(t.low, 'share')}, {number(t.high, 'share')}] (Wilson, effective n "
-            f"{t.effective_n:.0f}{rho}) against the target {number(t.target, 'share')}")
+            f"{t.effective_n:.0f}{rho}{batches}) against the target {number(t.target, 'share')}")
 
 
 def judged_at_look(name: str, tier: SloTier, requests: list[Request], looks: int, gpus: int = 1) -> SloTierResult:
     """The tier on the requests so far, at the confidence that ``looks`` planned looks leave each (Bonferroni:
     1 - 0.05 / looks, two-sided): what ``--run-length decide`` and benchmarks/replay_search.py judge a look by."""
-    from scipy.special import ndtri          # here: a pytest start does not load it
-
     return SloTierResult.model_validate(tier_result(name, tier, requests, None, gpus,
-                                                    z=float(ndtri(1 - look_alpha(looks) / 2))))
+                                                    confidence=1 - look_alpha(looks)))
 
 
 def look_alpha(looks: int) -> float:
