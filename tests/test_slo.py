@@ -109,6 +109,7 @@ def test_the_slo_gate_passes_a_met_tier_and_fails_a_missed_or_unresolved_one(slo
     assert tier.gated and properties(r)["slo_attainment"] == tier.attainment   # the gated tier heads the metrics
     page = markdown(Report([r], {}), [], [])
     assert "## Service-level tiers" in page and f"| {r.identity.case_id} | chat (gate) |" in page
+    assert tier.batches == 20 and f"| 20 | {tier.verdict} |" in page and ", 20 batch means)" in check.message
 
 
 def test_a_gate_naming_a_tier_that_is_not_defined_is_refused_naming_the_file(recipes):

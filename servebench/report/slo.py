@@ -18,15 +18,15 @@ def section(points: list[PointResult]) -> str:
              "smaller of the AR(1) size (by their lag-1 autocorrelation) and the size their 20 batch means imply "
              "(swings over minutes), with Student's t on the batch means. `gates.slo` fails a point whose tier "
              "is missed or unresolved.", "",
-             "| case | tier | limits | target | good / requests | attainment [95%] | effective n | verdict | "
-             "goodput req/s | good output tok/s per GPU |",
-             "|---|---|---|---:|---:|---|---:|---|---:|---:|"]
+             "| case | tier | limits | target | good / requests | attainment [95%] | effective n | batches | "
+             "verdict | goodput req/s | good output tok/s per GPU |",
+             "|---|---|---|---:|---:|---|---:|---:|---|---:|---:|"]
     for r, t in rows:
         span = interval(t.low, t.high, "share")
         lines.append(f"| {r.identity.case_id} | {t.tier}{' (gate)' if t.gated else ''} | {limits_text(t.limits)} | "
                      f"{number(t.target, 'share')} | {t.good:,} / {t.requests:,} | "
                      f"{number(t.attainment, 'share')} {span} | {number(t.effective_n, 'count')} | "
-                     f"{t.verdict or 'n/a'} | {number(t.goodput_rps, 'rate')} | "
+                     f"{t.batches or '—'} | {t.verdict or 'n/a'} | {number(t.goodput_rps, 'rate')} | "
                      f"{number(t.good_output_tps_per_gpu, 'tok/s')} |")
     return "\n".join(lines) + "\n"
 
