@@ -3,7 +3,7 @@
 docs/load.md: Searching, docs/measurements.md: Search replays).
 
     .venv/bin/python benchmarks/replay_search.py [FOLDER...] [--tier search] [--replays 200] [--cap-s 300]
-                                                 [--min-s 20] [--growth 1.5] [--tolerance 0.25] [--seed 0]
+                                                 [--min-s 120] [--growth 1.5] [--tolerance 0.25] [--seed 0]
 
 A grid is the points of one server at several concurrencies, each a fixed-length recording with its requests
 (``requests.csv``; ``scripts/record-grid`` writes one on the embedded default): every FOLDER is a results folder,
@@ -167,7 +167,8 @@ def main() -> int:
     ap.add_argument("--profile", help="only this profile's points (a folder holding several arms)")
     ap.add_argument("--replays", type=int, default=200)
     ap.add_argument("--cap-s", type=float, default=300.0, help="a probe's longest run (its profile's duration_s)")
-    ap.add_argument("--min-s", type=float, default=20.0, help="the first look (the profile's load.stop.min_s)")
+    ap.add_argument("--min-s", type=float, default=StopRule.model_fields["min_s"].default,
+                    help="the first look (the profile's load.stop.min_s; default: its default)")
     ap.add_argument("--growth", type=float, default=1.5)
     ap.add_argument("--tolerance", type=float, default=0.25)
     ap.add_argument("--seed", type=int, default=0)
@@ -184,6 +185,9 @@ def main() -> int:
     if args.cap_s > min(p.duration_s for p in points):
         sys.exit(f"replay_search: --cap-s {args.cap_s:g} is longer than the shortest recording "
                  f"({min(p.duration_s for p in points):.0f} s): a probe must fit in its point's recording")
+    if args.min_s >= args.cap_s:
+        sys.exit(f"replay_search: --min-s {args.min_s:g} is not before --cap-s {args.cap_s:g}: no probe would look "
+                 "before its cap; give a first look below it (e.g. --min-s 20 for 60 s probes)")
     rule = StopRule(mode="decide", min_s=args.min_s, growth=args.growth, min_requests=0)
     full = full_verdicts(points, args.tier)
     answer = bracket(full, points[0].concurrency, points[-1].concurrency)[0]

@@ -67,6 +67,13 @@ def test_a_bisection_between_grid_points_takes_the_nearest_recorded_one_and_stop
     assert (last_pass, first_fail, n) == (12, 32, 4)
 
 
+def test_a_first_look_at_or_past_the_cap_is_refused_saying_what_to_give(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["replay_search.py", str(H200), "--profile", "llama-7b-h200-vllm", "--define",
+                                      "ttft_ms=2000,attainment=0.9", "--cap-s", "60"])     # the default first look: 120 s
+    with pytest.raises(SystemExit, match=r"--min-s 120 is not before --cap-s 60: .*--min-s 20 for 60 s probes"):
+        replay_search.main()
+
+
 def test_a_folder_mixing_two_grids_or_a_point_without_the_tier_is_refused_naming_the_file():
     mixed = r"vllm_offload-c32\.json: a second point at c32 \(the first: llama-7b-h200-vllm-c32\)"
     with pytest.raises(SystemExit, match=mixed):
