@@ -9,7 +9,8 @@ applied at its checkpoints to the series as it was at that time (servebench.load
 run uses), and the point's full series gives the reference: its steady mean and 95% interval (MSER-5 truncation,
 batch means). Printed per point: where the rule would have stopped, that time as a share of the full duration, the
 early estimate against the full run's interval; then the median share and how many early estimates lie inside.
-Default recordings: tests/data/long-cpu, tests/data/long-h200 and tests/data/h200-7b-long. Reports wall and CPU time of the replay itself.
+Default recordings: tests/data/long-cpu, tests/data/long-h200 and tests/data/h200-7b-long. Reports wall and CPU
+time of the replay itself.
 """
 
 from __future__ import annotations

@@ -100,8 +100,8 @@ def test_each_recorded_bound_is_what_its_evidence_says_and_the_shipped_gates_acc
     assert again == r.bound
     assert r.bound.bound == ("gpu" if case.endswith("-c32") else "load"), r.bound.reason
     (stored,) = [c for c in r.verdict.checks if c.name == "bound"]
-    assert stored.ok == case.endswith("-c32")              # recorded with bound gpu everywhere (h200-7b), {4: load,
-    #                                                       32: gpu} (h200-7b-long)
+    # recorded under `bound: gpu` for every point (h200-7b) and under {4: load, 32: gpu} (h200-7b-long)
+    assert stored.ok == case.endswith("-c32")
     (now,) = [c for c in judge(r, by_id(catalog, r.identity.profile)).checks if c.name == "bound"]
     assert now.ok, now.message
 

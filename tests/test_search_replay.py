@@ -68,8 +68,9 @@ def test_a_bisection_between_grid_points_takes_the_nearest_recorded_one_and_stop
 
 
 def test_a_first_look_at_or_past_the_cap_is_refused_saying_what_to_give(monkeypatch):
+    # no --min-s: the default first look, 120 s
     monkeypatch.setattr(sys, "argv", ["replay_search.py", str(H200), "--profile", "llama-7b-h200-vllm", "--define",
-                                      "ttft_ms=2000,attainment=0.9", "--cap-s", "60"])     # the default first look: 120 s
+                                      "ttft_ms=2000,attainment=0.9", "--cap-s", "60"])
     with pytest.raises(SystemExit, match=r"--min-s 120 is not before --cap-s 60: .*--min-s 20 for 60 s probes"):
         replay_search.main()
 

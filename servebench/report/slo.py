@@ -26,7 +26,7 @@ def section(points: list[PointResult]) -> str:
         lines.append(f"| {r.identity.case_id} | {t.tier}{' (gate)' if t.gated else ''} | {limits_text(t.limits)} | "
                      f"{number(t.target, 'share')} | {t.good:,} / {t.requests:,} | "
                      f"{number(t.attainment, 'share')} {span} | {number(t.effective_n, 'count')} | "
-                     f"{t.batches or '—'} | {t.verdict or 'n/a'} | {number(t.goodput_rps, 'rate')} | "
+                     f"{number(t.batches, 'count')} | {t.verdict or 'n/a'} | {number(t.goodput_rps, 'rate')} | "
                      f"{number(t.good_output_tps_per_gpu, 'tok/s')} |")
     return "\n".join(lines) + "\n"
 

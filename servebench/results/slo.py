@@ -62,9 +62,9 @@ BATCHES = 20             # batch means of the good/not-good sequence (Schmeiser 
 MIN_BATCH = 5            # requests per batch at least: fewer requests, no batch means
 
 
-def batched(flags: list[bool], share: float) -> tuple[float, int] | None:
-    """(the effective size the batch means imply, how many batches) for a good/not-good sequence in the order sent:
-    BATCHES batches of equal size, the remainder at the start dropped; None below BATCHES x MIN_BATCH requests."""
+def batched(flags: list[bool], share: float) -> float | None:
+    """The effective size the BATCHES batch means of a good/not-good sequence (in the order sent) imply: batches of
+    equal size, the remainder at the start dropped; None below BATCHES x MIN_BATCH requests."""
     import numpy as np
     size = len(flags) // BATCHES
     if size < MIN_BATCH:
@@ -72,7 +72,7 @@ def batched(flags: list[bool], share: float) -> tuple[float, int] | None:
     means = np.asarray(flags[len(flags) - BATCHES * size:], dtype=float).reshape(BATCHES, size).mean(axis=1)
     var = float(means.var(ddof=1)) / BATCHES
     n = float(len(flags))
-    return (min(n, share * (1 - share) / var) if var > 0 else n), BATCHES
+    return min(n, share * (1 - share) / var) if var > 0 else n
 
 
 def tier_result(name: str, tier: SloTier, requests: list[Request], window_s: float | None, gpus: int,
@@ -89,7 +89,7 @@ def tier_result(name: str, tier: SloTier, requests: list[Request], window_s: flo
     upper = 1 - (1 - confidence) / 2
     z = normal_quantile(upper)
     if by_batches is not None:
-        n_eff, z = min(n_eff, by_batches[0]), t_quantile(upper, by_batches[1] - 1)
+        n_eff, z = min(n_eff, by_batches), t_quantile(upper, BATCHES - 1)
     low, high = wilson(share, n_eff, z) if n else (None, None)
     verdict = None if share is None else ("met" if low >= tier.attainment else
                                           "missed" if high < tier.attainment else "unresolved")
@@ -98,7 +98,7 @@ def tier_result(name: str, tier: SloTier, requests: list[Request], window_s: flo
     return SloTierResult.model_validate({
         "tier": name, "gated": gated, "limits": tier.limits, "target": tier.attainment, "requests": n, "good": k,
         "attainment": share, "low": low, "high": high, "effective_n": n_eff, "lag1": rho,
-        "batches": by_batches[1] if by_batches else None, "verdict": verdict,
+        "batches": BATCHES if by_batches is not None else None, "verdict": verdict,
         "goodput_rps": k / rate if rate else None,
         "good_output_tps_per_gpu": good_tokens / rate / gpus if rate and gpus else None}).model_dump(mode="json")
 
