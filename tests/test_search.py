@@ -3,11 +3,20 @@ bisection between the last met and the first not met, to the tolerance; unresolv
 answer with its bracket, why it ended, and a cliff warning. The live search runs in scripts/bench (benchmarks/
 test_sweep.py::test_search on the embedded default)."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from servebench.catalog.loader import Catalog
 from servebench.catalog.points import points, searches
 from servebench.core.errors import ConfigError
+from servebench.core.results_folder import ResultsFolder
+from servebench.history.store import requests_of
+from servebench.plugin.search import replayed
+from servebench.report.slo import searches_section
+from servebench.results import slo
+from servebench.results.model import parse
 from servebench.results.search import Probe, Search
 from tests.conftest import edit
 
@@ -109,3 +118,43 @@ def test_a_search_says_the_gpu_hours_and_energy_its_probes_measured():
     text = searches_section([{**s.answer(), "profile": "p", "tier": "t", "limits": {"ttft_ms": 100.0},
                               "target": 0.9}], {})
     assert "It measured 1.0 GPU-hours." in text
+
+
+def test_an_answer_taken_before_the_search_ends_says_so_and_names_the_next_probe():
+    s = Search(4, 64, 0.25, 6)
+    for c, verdict in ((4, "met"), (8, "met"), (16, "met"), (32, "missed")):
+        assert s.next() == c
+        s.add(Probe(c, verdict, 0.95 if verdict == "met" else 0.3))
+    a = s.answer()
+    assert (a["answer"], a["bracket"], a["next"]) == (16, [16, 32], 24)
+    assert a["why"] == "unfinished: 4 probe(s) stored, c24 next"
+    s.add(Probe(24, "met", 0.95))
+    s.add(Probe(28, "missed", 0.5))
+    assert s.answer()["next"] is None and s.answer()["why"] == "bracketed within the tolerance (25%)"
+
+
+H200_SEARCH = Path(__file__).parent / "data" / "h200-7b-search"
+
+
+def test_the_h200_search_probed_what_the_rule_says_and_its_stored_answer_is_its_probes(recipes):
+    """#32 on the H200 (tests/data/h200-7b-search, 2026-12-04): five probes of llama-7b-h200-vllm_search stored
+    before the lent machine went back during the sixth. Replayed through the decision rule they are the probes the
+    live search chose, in its order; the stored answer is theirs, unfinished with c28 next; each probe's interval
+    is what this commit computes from its stored requests."""
+    prof = next(p for p in Catalog.load(recipes).profiles if p.id == "llama-7b-h200-vllm_search")
+    folder = ResultsFolder.at(H200_SEARCH)
+    search = replayed(prof, folder)
+    order = sorted(search.probes, key=lambda p: parse(json.loads(folder.point(p.case_id).read_text()))
+                   .identity.started_at)
+    assert [p.concurrency for p in search.probes] == [p.concurrency for p in order] == [4, 8, 16, 32, 24]
+    stored = json.loads(folder.search(prof.id).read_text())
+    assert {k: v for k, v in stored.items() if k in search.answer()} == json.loads(json.dumps(search.answer()))
+    assert (stored["bracket"], stored["next"]) == ([24, 32], 28) and stored["answer"] == 24
+    tier = prof.spec.slo["interactive"]
+    for p in search.probes:
+        r = parse(json.loads(folder.point(p.case_id).read_text()))
+        requests, why = requests_of(folder.root, r)
+        again = slo.tier_result("interactive", tier, requests, r.throughput.duration_s, r.throughput.gpus)
+        assert (again["verdict"], again["low"], again["high"]) == (p.verdict, p.low, p.high), (p.case_id, why)
+    text = searches_section([stored], {})
+    assert "is **at least c24 so far (the search did not finish)**; bracket [24, 32]" in text

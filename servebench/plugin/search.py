@@ -22,6 +22,7 @@ from servebench.load.measure import MeasurementFailed, measure
 from servebench.plugin.fixtures import _status_line, generator, site_fields
 from servebench.plugin.session import ALLOCATION, of
 from servebench.recipe.profile import Profile
+from servebench.results.model import parse
 from servebench.results.point import store, store_failed
 from servebench.results.schema import file_problems
 from servebench.results.search import Search, probe_of
@@ -65,6 +66,7 @@ def run(profile: Profile, dep, results: ResultsFolder, run_id: str, gen: LoadGen
     spec = profile.spec.search
     search = Search(min(profile.spec.concurrency), max(profile.spec.concurrency), spec.tolerance, spec.max_probes)
     not_measured: list[str] = []
+    answer = stored_answer(profile, search, results)           # no probe yet: the file says which comes first
     while (conc := search.next()) is not None:
         point = Point(profile, conc)
         case = results.case(profile.id, point.id)
@@ -82,8 +84,31 @@ def run(profile: Profile, dep, results: ResultsFolder, run_id: str, gen: LoadGen
         not_measured += [f"{point.id}: {c.message.splitlines()[0]}" for c in verdict.checks
                          if c.name in MEASURED and not c.ok]
         log.info("%s: c%d %s", profile.id, conc, probe.verdict)
+        answer = stored_answer(profile, search, results)   # after each probe: a lost allocation keeps its answer
+    return {**answer, "not_measured": not_measured}
+
+
+def stored_answer(profile: Profile, search: Search, results: ResultsFolder) -> dict:
+    """The search's answer as far as its probes go, written (atomically) to ``searches/<profile>.json``."""
+    spec = profile.spec.search
     goal = profile.spec.slo[spec.tier]
     answer = {"profile": profile.id, "tier": spec.tier, "limits": goal.limits, "target": goal.attainment,
               "range": [search.lo, search.hi], "tolerance": spec.tolerance, **search.answer()}
     write_atomic(results.search(profile.id), json.dumps(answer, indent=1) + "\n")
-    return {**answer, "not_measured": not_measured}
+    return answer
+
+
+def replayed(profile: Profile, results: ResultsFolder) -> Search:
+    """The search as its stored probes (``points/<probe>.json``) take it through the decision rule, probe after
+    probe, up to the first concurrency the rule asks for that has no stored probe: the answer of a search whose
+    allocation was lost before it ended (or one recorded before the answer was stored after each probe), and a check
+    that a live search probed what the rule says."""
+    spec = profile.spec.search
+    search = Search(min(profile.spec.concurrency), max(profile.spec.concurrency), spec.tolerance, spec.max_probes)
+    while (conc := search.next()) is not None:
+        path = results.point(Point(profile, conc).id)
+        if not path.is_file():
+            break
+        result = parse(json.loads(path.read_text()))
+        search.add(probe_of(conc, result, spec.tier, result.verdict.passed if result.verdict else None))
+    return search

@@ -173,7 +173,10 @@ def search(answer: dict, out: Path) -> Path | None:
     ax.axhline(100 * answer["target"], color="black", ls="--", lw=1, label=f"target {answer['target']:.0%}")
     last, first = answer["bracket"]
     if last is not None:
-        ax.axvline(last, color="tab:green", lw=1, label=f"answer: c{last}")
+        so_far = " so far" if answer.get("next") is not None else ""
+        ax.axvline(last, color="tab:green", lw=1, label=f"answer{so_far}: c{last}")
+    if answer.get("next") is not None:
+        ax.axvline(answer["next"], color="tab:gray", lw=1, ls="--", label=f"not probed: c{answer['next']} was next")
     if first is not None:
         ax.axvline(first, color="tab:red", lw=1, ls=":", label=f"first not met: c{first}")
     ax.set_xscale("log", base=2)

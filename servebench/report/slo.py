@@ -51,9 +51,12 @@ def searches_section(answers: list[dict], plot_names: dict[str, str], held: dict
                          f"warm-up and idle waits included), {number(h.hours('measuring'), 'rate')} of them measuring.")
         if a["profile"] in plot_names:
             notes.append(f"Plot: `{plot_names[a['profile']]}`.")
+        found = "none" if last is None else f"c{last}"
+        if a.get("next") is not None:
+            found = f"{'none' if last is None else f'at least c{last}'} so far (the search did not finish)"
         lines += [" ".join([f"**{a['profile']}**: the highest concurrency meeting tier {a['tier']} "
                             f"({limits_text(a['limits'])}, {number(a['target'], 'share')} of requests) is "
-                            f"**{'none' if last is None else f'c{last}'}**; bracket [{last}, {first}]; {a['why']}.",
+                            f"**{found}**; bracket [{last}, {first}]; {a['why']}.",
                             *notes]), "",
                   "| probe | concurrency | attainment [95%] | verdict |", "|---|---:|---|---|"]
         for i, p in enumerate(a["probes"], 1):

@@ -6,7 +6,9 @@ searches ramp the same way); after the first probe that does not meet it, they b
 first not met until the two are within the tolerance (a share of the last met, at least 1 apart). A probe's
 verdict is its tier's (servebench.results.slo): ``met`` with 95% confidence passes; ``missed`` and ``unresolved``
 do not, so the answer is a concurrency shown to meet the tier, never one that only might. The answer is the highest
-met concurrency, with its bracket (last met, first not met).
+met concurrency, with its bracket (last met, first not met). An answer taken before the search ends (the one stored
+after each probe, so that an allocation lost mid-search keeps what its probes found) says so and names the next
+probe; its answer is then a lower bound, found so far.
 """
 
 from __future__ import annotations
@@ -92,7 +94,9 @@ class Search:
                 cliff = (f"attainment falls from {a:.0%} at c{last_pass} to {b:.0%} at c{first_fail}: sharper than "
                          "the probes resolve")
         top = max((p.concurrency for p in self.probes), default=None)
-        why = ("the lowest concurrency of the range does not meet the tier" if last_pass is None else
+        pending = self.next()
+        why = (f"unfinished: {len(self.probes)} probe(s) stored, c{pending} next" if pending is not None else
+               "the lowest concurrency of the range does not meet the tier" if last_pass is None else
                "every probe met the tier, up to the range's top" if first_fail is None and top >= self.hi else
                f"stopped at {self.max_probes} probes, still meeting the tier at c{top}" if first_fail is None else
                f"bracketed within the tolerance ({self.tolerance:.0%})" if self.resolved() else
@@ -100,6 +104,7 @@ class Search:
         hours = [p.gpu_hours for p in self.probes if p.gpu_hours is not None]
         joules = [p.energy_j for p in self.probes if p.energy_j is not None]
         return {"answer": last_pass, "bracket": [last_pass, first_fail], "why": why, "cliff": cliff,
+                "next": pending,
                 "gpu_hours_measured": sum(hours) if hours else None,
                 "energy_j": sum(joules) if len(joules) == len(self.probes) else None,
                 "probes": [p.__dict__ for p in self.probes]}
