@@ -43,13 +43,14 @@ def test_trace_is_deterministic_and_keyed_by_the_point(tmp_path):
 @given(sessions=st.integers(1, 12), turns=st.integers(2, 6), think=st.integers(0, 2000),
        rate=st.floats(0, 1), seed=st.integers(0, 10**6))
 def test_sessions_grow_a_shared_prefix_turn_by_turn(sessions, turns, think, rate, seed):
-    lines = traces.generate(traces.TraceSpec(sessions=sessions, turns=turns, think_ms=think, subagent_rate=rate,
-                                             seed=seed, output_tokens=7))
+    spec = traces.TraceSpec(sessions=sessions, turns=turns, think_ms=think, subagent_rate=rate, seed=seed,
+                            output_tokens=7)
+    lines = traces.generate(spec)
     by_session: dict[str, list[dict]] = {}
     for line in lines:
         by_session.setdefault(line["session_id"], []).append(line)
     parents = [s for s in by_session if "-sub" not in s]
-    assert len(parents) == sessions
+    assert len(parents) == sessions and traces.sessions(spec) == len(by_session)    # counted without the text
     for sid, turns_ in by_session.items():
         assert "delay" not in turns_[0] and all(t["delay"] >= 0 for t in turns_[1:])
         assert all(t["output_length"] == 7 for t in turns_)

@@ -156,5 +156,8 @@ def test_the_h200_search_probed_what_the_rule_says_and_its_stored_answer_is_its_
         requests, why = requests_of(folder.root, r)
         again = slo.tier_result("interactive", tier, requests, r.throughput.duration_s, r.throughput.gpus)
         assert (again["verdict"], again["low"], again["high"]) == (p.verdict, p.low, p.high), (p.case_id, why)
+        gap = r.reuse
+        assert gap.should_hold == (gap.working_set_tokens <= gap.cache_tokens) and gap.warm is not True, p.case_id
+        assert (gap.gap < 0.05) if gap.should_hold else (gap.gap > 0.3), (p.case_id, gap)     # the live reuse gap
     text = searches_section([stored], {})
     assert "is **at least c24 so far (the search did not finish)**; bracket [24, 32]" in text

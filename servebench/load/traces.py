@@ -14,6 +14,7 @@ Same parameters + seed = byte-identical file.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from dataclasses import dataclass
@@ -82,9 +83,46 @@ def generate(spec: TraceSpec) -> list[dict]:
     return lines
 
 
+def _skip_words(rng: random.Random, n: int) -> None:
+    """The draws of ``_words(rng, n)`` without its words: the generator's state after them is the same."""
+    below, uniform = rng._randbelow, rng.random
+    for _ in range(n):
+        if uniform() < 0.4:
+            below(len(_CODE))
+        else:
+            for _ in range(1 + below(3)):
+                below(len(_SYLLABLES))
+
+
+def _skip_session(rng: random.Random, spec: TraceSpec, turns: int) -> None:
+    """The draws of ``_session`` without its messages."""
+    for turn in range(turns):
+        if turn:
+            _skip_words(rng, spec.assistant_words)
+            _skip_words(rng, spec.tool_words)
+        _skip_words(rng, spec.user_words)
+        if turn and spec.think_ms:
+            rng.expovariate(1 / spec.think_ms)
+
+
+@functools.lru_cache(maxsize=64)
 def sessions(spec: TraceSpec) -> int:
-    """How many sessions (subagents included) the trace holds."""
-    return len({line["session_id"] for line in generate(spec)})
+    """How many sessions (subagents included) the trace holds: ``generate``'s draws in its order without building
+    its text (which subagents there are depends on every draw before them), at about two thirds of its cost; what
+    a render or a preflight prints before the trace is written (tests/test_load.py checks it against
+    ``generate``)."""
+    rng = random.Random(f"{spec.seed}")
+    count = 0
+    for _ in range(spec.sessions):
+        _skip_words(rng, spec.system_words)
+        turns = max(2, rng.randint(spec.turns - 1, spec.turns + 1))
+        _skip_session(rng, spec, turns)
+        count += 1
+        if rng.random() < spec.subagent_rate:
+            _skip_words(rng, 12)
+            _skip_session(rng, spec, max(2, turns // 2))
+            count += 1
+    return count
 
 
 def write(spec: TraceSpec, path: Path) -> dict:
