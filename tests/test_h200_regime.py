@@ -106,6 +106,22 @@ def test_each_recorded_bound_is_what_its_evidence_says_and_the_shipped_gates_acc
     assert now.ok, now.message
 
 
+SEARCH = REPO / "tests/data/h200-7b-search"      # the vllm_search probes (scripts/gpu-7b-runs search, 2026-12-04)
+
+
+@pytest.mark.parametrize("c, expected", [(4, "load"), (8, "load"), (16, "gpu"), (24, "gpu"), (32, "kv")])
+def test_each_search_probe_is_bound_where_its_evidence_says(c, expected):
+    """The search's probes on the H200 (decided in 30-68 s, c24 at its 120 s cap): the bound judged again from each
+    probe's own series, telemetry, machine and host record is the stored one. c32, decided at 45 s, was `kv`: its
+    batch full (~20 running, ~7 waiting) while the GPU drew 57% of its cap over the short window, where the 120 s
+    c32 of the grid reached 82% (`gpu`); the bound is the window's, not the concurrency's."""
+    from servebench.results import bound
+    r = recorded(f"llama-7b-h200-vllm_search-c{c}", SEARCH)
+    again = bound.judge(r.series, r.telemetry, r.machine, r.host.model_dump() if r.host else None,
+                        r.bound.evidence["client_late"])
+    assert again == r.bound and r.bound.bound == expected, r.bound.reason
+
+
 def test_a_point_whose_trace_ran_out_before_its_planned_length_fails_saying_how_many_sessions(catalog):
     """Recorded with 16 sessions per concurrency, the c4 points' traces ran out 80 s into their planned 120 s: every
     request sent and done, a shorter window than planned. The check names the key and a size that would last; the
