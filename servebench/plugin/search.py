@@ -59,12 +59,18 @@ def sb_search(sb_profile: Profile, sb_allocation_key: str, request: pytest.Fixtu
     return answer
 
 
+def new_search(profile: Profile) -> Search:
+    """The profile's search before its first probe: its concurrency range, tolerance and probe budget."""
+    spec = profile.spec.search
+    return Search(min(profile.spec.concurrency), max(profile.spec.concurrency), spec.tolerance, spec.max_probes)
+
+
 def run(profile: Profile, dep, results: ResultsFolder, run_id: str, gen: LoadGenerator, progress=None,
         run_length: str | None = None, extend=None) -> dict:
     """The search, probe by probe, in ``dep``; each probe stored and judged as a point. Returns the answer as it is
     stored (``searches/<profile>.json``), with ``not_measured``: the probes whose measurement checks failed."""
     spec = profile.spec.search
-    search = Search(min(profile.spec.concurrency), max(profile.spec.concurrency), spec.tolerance, spec.max_probes)
+    search = new_search(profile)
     not_measured: list[str] = []
     answer = stored_answer(profile, search, results)           # no probe yet: the file says which comes first
     while (conc := search.next()) is not None:
@@ -103,12 +109,12 @@ def replayed(profile: Profile, results: ResultsFolder) -> Search:
     probe, up to the first concurrency the rule asks for that has no stored probe: the answer of a search whose
     allocation was lost before it ended (or one recorded before the answer was stored after each probe), and a check
     that a live search probed what the rule says."""
-    spec = profile.spec.search
-    search = Search(min(profile.spec.concurrency), max(profile.spec.concurrency), spec.tolerance, spec.max_probes)
+    tier = profile.spec.search.tier
+    search = new_search(profile)
     while (conc := search.next()) is not None:
         path = results.point(Point(profile, conc).id)
         if not path.is_file():
             break
         result = parse(json.loads(path.read_text()))
-        search.add(probe_of(conc, result, spec.tier, result.verdict.passed if result.verdict else None))
+        search.add(probe_of(conc, result, tier, result.verdict.passed if result.verdict else None))
     return search

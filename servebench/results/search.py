@@ -106,5 +106,5 @@ class Search:
         return {"answer": last_pass, "bracket": [last_pass, first_fail], "why": why, "cliff": cliff,
                 "next": pending,
                 "gpu_hours_measured": sum(hours) if hours else None,
-                "energy_j": sum(joules) if len(joules) == len(self.probes) else None,
+                "energy_j": sum(joules) if self.probes and len(joules) == len(self.probes) else None,
                 "probes": [p.__dict__ for p in self.probes]}
