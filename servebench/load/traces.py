@@ -54,37 +54,8 @@ def _words(rng: random.Random, n: int) -> str:
     return " ".join(out)
 
 
-def _session(rng: random.Random, spec: TraceSpec, sid: str, system: str, turns: int) -> list[dict]:
-    messages: list[dict] = [{"role": "system", "content": system}]
-    lines = []
-    for turn in range(turns):
-        if turn:
-            messages.append({"role": "assistant", "content": _words(rng, spec.assistant_words)})
-            messages.append({"role": "user", "content": "tool result:\n" + _words(rng, spec.tool_words)})
-        messages.append({"role": "user", "content": _words(rng, spec.user_words)})
-        line = {"session_id": sid, "messages": [dict(m) for m in messages], "output_length": spec.output_tokens}
-        if turn:
-            line["delay"] = max(0, int(rng.expovariate(1 / spec.think_ms))) if spec.think_ms else 0
-        lines.append(line)
-    return lines
-
-
-def generate(spec: TraceSpec) -> list[dict]:
-    rng = random.Random(f"{spec.seed}")
-    lines: list[dict] = []
-    for i in range(spec.sessions):
-        sid = f"s{i:04d}"
-        system = f"[{spec.marker} {sid}] You are a coding agent. Repository context:\n" + _words(rng, spec.system_words)
-        turns = max(2, rng.randint(spec.turns - 1, spec.turns + 1))
-        lines += _session(rng, spec, sid, system, turns)
-        if rng.random() < spec.subagent_rate:
-            lines += _session(rng, spec, f"{sid}-sub1", system + "\nSubagent task: " + _words(rng, 12),
-                              max(2, turns // 2))
-    return lines
-
-
-def _skip_words(rng: random.Random, n: int) -> None:
-    """The draws of ``_words(rng, n)`` without its words: the generator's state after them is the same."""
+def _skip_words(rng: random.Random, n: int) -> str:
+    """``_words(rng, n)``'s draws without its words (""): the generator's state after them is the same."""
     below, uniform = rng._randbelow, rng.random
     for _ in range(n):
         if uniform() < 0.4:
@@ -92,37 +63,48 @@ def _skip_words(rng: random.Random, n: int) -> None:
         else:
             for _ in range(1 + below(3)):
                 below(len(_SYLLABLES))
+    return ""
 
 
-def _skip_session(rng: random.Random, spec: TraceSpec, turns: int) -> None:
-    """The draws of ``_session`` without its messages."""
+def _session(rng: random.Random, spec: TraceSpec, sid: str, system: str, turns: int, words) -> list[dict]:
+    messages: list[dict] = [{"role": "system", "content": system}]
+    lines = []
     for turn in range(turns):
         if turn:
-            _skip_words(rng, spec.assistant_words)
-            _skip_words(rng, spec.tool_words)
-        _skip_words(rng, spec.user_words)
-        if turn and spec.think_ms:
-            rng.expovariate(1 / spec.think_ms)
+            messages.append({"role": "assistant", "content": words(rng, spec.assistant_words)})
+            messages.append({"role": "user", "content": "tool result:\n" + words(rng, spec.tool_words)})
+        messages.append({"role": "user", "content": words(rng, spec.user_words)})
+        line = {"session_id": sid, "messages": [dict(m) for m in messages], "output_length": spec.output_tokens}
+        if turn:
+            line["delay"] = max(0, int(rng.expovariate(1 / spec.think_ms))) if spec.think_ms else 0
+        lines.append(line)
+    return lines
+
+
+def _lines(spec: TraceSpec, words) -> list[dict]:
+    rng = random.Random(f"{spec.seed}")
+    lines: list[dict] = []
+    for i in range(spec.sessions):
+        sid = f"s{i:04d}"
+        system = f"[{spec.marker} {sid}] You are a coding agent. Repository context:\n" + words(rng, spec.system_words)
+        turns = max(2, rng.randint(spec.turns - 1, spec.turns + 1))
+        lines += _session(rng, spec, sid, system, turns, words)
+        if rng.random() < spec.subagent_rate:
+            lines += _session(rng, spec, f"{sid}-sub1", system + "\nSubagent task: " + words(rng, 12),
+                              max(2, turns // 2), words)
+    return lines
+
+
+def generate(spec: TraceSpec) -> list[dict]:
+    return _lines(spec, _words)
 
 
 @functools.lru_cache(maxsize=64)
 def sessions(spec: TraceSpec) -> int:
-    """How many sessions (subagents included) the trace holds: ``generate``'s draws in its order without building
-    its text (which subagents there are depends on every draw before them), at about two thirds of its cost; what
-    a render or a preflight prints before the trace is written (tests/test_load.py checks it against
-    ``generate``)."""
-    rng = random.Random(f"{spec.seed}")
-    count = 0
-    for _ in range(spec.sessions):
-        _skip_words(rng, spec.system_words)
-        turns = max(2, rng.randint(spec.turns - 1, spec.turns + 1))
-        _skip_session(rng, spec, turns)
-        count += 1
-        if rng.random() < spec.subagent_rate:
-            _skip_words(rng, 12)
-            _skip_session(rng, spec, max(2, turns // 2))
-            count += 1
-    return count
+    """How many sessions (subagents included) the trace holds: ``generate``'s walk with every draw made but no word
+    written (which subagents there are depends on every draw before them), at about two thirds of its cost; what a
+    render or a preflight prints before the trace is written (tests/test_load.py checks it against ``generate``)."""
+    return len({line["session_id"] for line in _lines(spec, _skip_words)})
 
 
 def write(spec: TraceSpec, path: Path) -> dict:
