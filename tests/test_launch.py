@@ -283,6 +283,33 @@ def test_every_planned_server_binds_its_nodes_address_never_every_interface(cata
                 assert proc.env["DYN_SYSTEM_HOST"] == proc.env["DYN_TCP_RPC_HOST"] == host
 
 
+
+def test_a_dynamo_that_names_the_response_streams_interface_gets_one(catalog):
+    """Dynamo 1.4.0 reads DYN_TCP_RESPONSE_STREAM_HOST as an interface's name: given 127.0.0.1 its frontend never
+    registered the model ("Interface not found: 127.0.0.1"), and the H200 lease of 2026-12-04 spent 18 min on two
+    points that never started; the GB200 recipes pin 1.3.0. Their plans now name the interface (lo here, the cluster's
+    NCCL interface on a cluster, else Dynamo's own choice); Dynamo 1.6.1's keep the address."""
+    from servebench.catalog.flag_rules import pins
+    from servebench.server.assembly import dry_plan
+    from servebench.server.frontends.dynamo import bound_to
+    seen = set()
+    for prof in [p for p in catalog.profiles if p.recipe.frontend.type == "dynamo"]:
+        where, sp = dry_plan(prof)
+        old = pins(prof)["dynamo"] in ("1.3.0", "1.4.0")
+        for proc in sp.processes:
+            if proc.name == "frontend" or (proc.role == "worker" and "DYN_SYSTEM_HOST" in proc.env):
+                host = where.addresses[proc.rank]
+                named = "lo" if host == "127.0.0.1" else where.interfaces[0]
+                assert proc.env.get("DYN_TCP_RESPONSE_STREAM_HOST") == (named if old else host), (prof.id, proc.name)
+                seen.add(old)
+    assert seen == {True, False}
+    (prof,) = [p for p in catalog.profiles if p.id == "llama-7b-h200-dynamo"]
+    where, _ = dry_plan(prof)
+    assert bound_to("10.0.0.7", prof, where.__class__(**{**where.__dict__, "interfaces": ("ib0", None)})
+                    )["DYN_TCP_RESPONSE_STREAM_HOST"] == "ib0"
+    assert "DYN_TCP_RESPONSE_STREAM_HOST" not in bound_to("10.0.0.7", prof, where.__class__(
+        **{**where.__dict__, "interfaces": (None, None)}))
+
 def test_a_port_the_plan_gives_a_node_that_another_job_holds_is_refused_before_the_servers(catalog):
     """On a cluster node shared by two jobs the fixed ports clashed; the node's preflight now binds each port the
     plan gives its servers (etcd/NATS, started before it, aside) and names the holder of one that is taken."""

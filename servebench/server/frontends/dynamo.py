@@ -6,9 +6,13 @@ and ``/v1/models`` lists the model; its OpenAPI document's ``info.version`` says
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
+from servebench.catalog.flag_rules import pins
 from servebench.server.environment import dynamo_env, fill_env
 from servebench.server.frontends.base import Frontend, WorkerLaunch
 from servebench.server.plan import ProcSpec
@@ -48,13 +52,14 @@ class DynamoFrontend(Frontend):
         kv = _kv_events(profile, role, host, ports)
         if kv:
             argv += ["--kv-events-config", kv]
-        return WorkerLaunch(tuple(argv), {"DYN_SYSTEM_PORT": str(sysport), **bound_to(host)},
+        return WorkerLaunch(tuple(argv), {"DYN_SYSTEM_PORT": str(sysport), **bound_to(host, profile, where)},
                             f"http://{host}:{sysport}/health",
                             f"http://{host}:{sysport}/metrics")
 
     def front(self, profile, where, api, common_env, infra, preamble) -> list[ProcSpec]:
         r, head = profile.recipe, where.head
-        env = fill_env(profile, where, 0, {**common_env, **bound_to(head), **(r.frontend.env or {})},
+        bound = bound_to(head, profile, where)
+        env = fill_env(profile, where, 0, {**common_env, **bound, **(r.frontend.env or {})},
                        ("environment", "frontend.env"))
         argv = [where.python, "-m", "dynamo.frontend", "--http-host", head, "--http-port", str(api),
                 *_frontend_args(r.frontend.args or {})]
@@ -101,11 +106,42 @@ class DynamoFrontend(Frontend):
         return {}
 
 
-def bound_to(host: str) -> dict[str, str]:
+# The first release measured to take an address in DYN_TCP_RESPONSE_STREAM_HOST; Dynamo 1.4.0 takes an interface's
+# name there: given 127.0.0.1 its frontend never registers the model ("build_preprocessed_routing: Interface not
+# found: 127.0.0.1"; H200 lease of 2026-12-04, reproduced here with 1.4.0's frontend and mocker). Releases between
+# 1.4.0 and 1.6.1 are unmeasured and treated as 1.4.0.
+RESPONSE_STREAM_TAKES_ADDRESS = Version("1.6.1")
+
+
+def bound_to(host: str, profile=None, where=None) -> dict[str, str]:
     """Where a Dynamo process binds its servers: the node's own address, never every interface (its system server,
-    the request plane, the response streams and the event plane; loopback on this machine)."""
-    return {name: host for name in ("DYN_SYSTEM_HOST", "DYN_TCP_RPC_HOST", "DYN_TCP_RESPONSE_STREAM_HOST",
-                                    "DYN_EVENT_PLANE_HOST")}
+    the request plane, the response streams and the event plane; loopback on this machine). For a Dynamo that names
+    the response streams' interface instead (before ``RESPONSE_STREAM_TAKES_ADDRESS``): ``lo`` for a loopback
+    address, else the cluster's NCCL interface, else unset (Dynamo's own choice; docs/clusters.md)."""
+    env = {name: host for name in ("DYN_SYSTEM_HOST", "DYN_TCP_RPC_HOST", "DYN_TCP_RESPONSE_STREAM_HOST",
+                                   "DYN_EVENT_PLANE_HOST")}
+    if profile is None or _response_stream_takes_address(pins(profile).get("dynamo")):
+        return env
+    interface = "lo" if _loopback(host) else (where.interfaces[0] if where is not None else None)
+    if interface:
+        env["DYN_TCP_RESPONSE_STREAM_HOST"] = interface
+    else:
+        del env["DYN_TCP_RESPONSE_STREAM_HOST"]
+    return env
+
+
+def _response_stream_takes_address(version: str | None) -> bool:
+    try:
+        return version is None or Version(str(version)) >= RESPONSE_STREAM_TAKES_ADDRESS
+    except InvalidVersion:
+        return True
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def dynamo_requirements(profile) -> list[str]:
