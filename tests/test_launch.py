@@ -284,12 +284,13 @@ def test_every_planned_server_binds_its_nodes_address_never_every_interface(cata
                 assert proc.env["DYN_SYSTEM_HOST"] == proc.env["DYN_TCP_RPC_HOST"] == host
 
 
-
 def test_a_dynamo_that_names_the_response_streams_interface_gets_one(catalog):
     """Dynamo 1.4.0 reads DYN_TCP_RESPONSE_STREAM_HOST as an interface's name: given 127.0.0.1 its frontend never
     registered the model ("Interface not found: 127.0.0.1"), and the H200 lease of 2026-12-04 spent 18 min on two
     points that never started; the GB200 recipes pin 1.3.0. Their plans now name the interface (lo here, the cluster's
     NCCL interface on a cluster, else Dynamo's own choice); Dynamo 1.6.1's keep the address."""
+    import dataclasses
+
     from servebench.catalog.flag_rules import pins
     from servebench.server.assembly import dry_plan
     from servebench.server.frontends.dynamo import bound_to
@@ -306,10 +307,11 @@ def test_a_dynamo_that_names_the_response_streams_interface_gets_one(catalog):
     assert seen == {True, False}
     (prof,) = [p for p in catalog.profiles if p.id == "llama-7b-h200-dynamo"]
     where, _ = dry_plan(prof)
-    assert bound_to("10.0.0.7", prof, where.__class__(**{**where.__dict__, "interfaces": ("ib0", None)})
-                    )["DYN_TCP_RESPONSE_STREAM_HOST"] == "ib0"
-    assert "DYN_TCP_RESPONSE_STREAM_HOST" not in bound_to("10.0.0.7", prof, where.__class__(
-        **{**where.__dict__, "interfaces": (None, None)}))
+    named = bound_to("10.0.0.7", prof, dataclasses.replace(where, interfaces=("ib0", None)))
+    assert named["DYN_TCP_RESPONSE_STREAM_HOST"] == "ib0"
+    assert "DYN_TCP_RESPONSE_STREAM_HOST" not in bound_to("10.0.0.7", prof,
+                                                          dataclasses.replace(where, interfaces=(None, None)))
+
 
 def test_a_port_the_plan_gives_a_node_that_another_job_holds_is_refused_before_the_servers(catalog):
     """On a cluster node shared by two jobs the fixed ports clashed; the node's preflight now binds each port the

@@ -289,13 +289,18 @@ class Backend(ABC):
         """Why this backend cannot allocate here, or None."""
 
 
-def _this_host(address: str) -> bool:
+def loopback(address: str) -> bool:
+    """Whether an address (or the name localhost) is this machine's loopback."""
     import ipaddress
-    import socket
     try:
         return ipaddress.ip_address(address).is_loopback
     except ValueError:
-        return address in ("localhost", socket.gethostname())
+        return address == "localhost"
+
+
+def _this_host(address: str) -> bool:
+    import socket
+    return loopback(address) or address == socket.gethostname()
 
 
 _LIVE: set[Allocation] = set()

@@ -6,13 +6,13 @@ and ``/v1/models`` lists the model; its OpenAPI document's ``info.version`` says
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from servebench.catalog.flag_rules import pins
+from servebench.cluster.base import loopback
 from servebench.server.environment import dynamo_env, fill_env
 from servebench.server.frontends.base import Frontend, WorkerLaunch
 from servebench.server.plan import ProcSpec
@@ -113,16 +113,16 @@ class DynamoFrontend(Frontend):
 RESPONSE_STREAM_TAKES_ADDRESS = Version("1.6.1")
 
 
-def bound_to(host: str, profile=None, where=None) -> dict[str, str]:
+def bound_to(host: str, profile, where) -> dict[str, str]:
     """Where a Dynamo process binds its servers: the node's own address, never every interface (its system server,
     the request plane, the response streams and the event plane; loopback on this machine). For a Dynamo that names
     the response streams' interface instead (before ``RESPONSE_STREAM_TAKES_ADDRESS``): ``lo`` for a loopback
     address, else the cluster's NCCL interface, else unset (Dynamo's own choice; docs/clusters.md)."""
     env = {name: host for name in ("DYN_SYSTEM_HOST", "DYN_TCP_RPC_HOST", "DYN_TCP_RESPONSE_STREAM_HOST",
                                    "DYN_EVENT_PLANE_HOST")}
-    if profile is None or _response_stream_takes_address(pins(profile).get("dynamo")):
+    if _response_stream_takes_address(pins(profile).get("dynamo")):
         return env
-    interface = "lo" if _loopback(host) else (where.interfaces[0] if where is not None else None)
+    interface = "lo" if loopback(host) else where.interfaces[0]
     if interface:
         env["DYN_TCP_RESPONSE_STREAM_HOST"] = interface
     else:
@@ -135,13 +135,6 @@ def _response_stream_takes_address(version: str | None) -> bool:
         return version is None or Version(str(version)) >= RESPONSE_STREAM_TAKES_ADDRESS
     except InvalidVersion:
         return True
-
-
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 def dynamo_requirements(profile) -> list[str]:
