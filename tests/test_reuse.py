@@ -44,12 +44,12 @@ def point(case: str) -> PointResult:
     return PointResult.model_validate_json((REPO / f"tests/data/h200-7b/points/{case}.json").read_text())
 
 
-def judged(catalog, case: str, allowed: float, measured_local: float | None = None):
+def judged(catalog, case: str, allowed: float, measured_local: float | None = None, trace_requests: int = 2000):
     r = point(case)
     if measured_local is not None:
         shares = r.server.prompt_token_shares.model_copy(update={"local_cache": measured_local, "cpu_tier": 0.0})
         r = r.model_copy(update={"server": r.server.model_copy(update={"prompt_token_shares": shares})})
-    made = {"prompt_tokens_mean": 4700.0, "by_block_size": {"16": {"share": allowed}}}
+    made = {"prompt_tokens_mean": 4700.0, "requests": trace_requests, "by_block_size": {"16": {"share": allowed}}}
     part = reuse.block(made, r.server, r.identity.concurrency, by_id(catalog, r.identity.profile))
     return TraceReuse.model_validate(part), reuse_check(r.model_copy(update={"reuse": TraceReuse.model_validate(part)}))
 
@@ -81,6 +81,18 @@ def test_a_server_that_reused_more_than_the_trace_allows_started_warm_and_fails_
     # requests, and a window of fewer than 10 requests per live session is not judged
     assert reuse.warm(0.70, 0.768, 4, 400) is True and reuse.warm(0.70, 0.768, 4, 100) is False
     assert reuse.warm(0.70, 0.768, 4, 39) is None and reuse.warm(None, 0.768, 4, 400) is None
+
+
+def test_a_client_that_sent_more_requests_than_its_trace_holds_replayed_it_and_is_told_so(catalog):
+    """A generator that starts the trace again once it is spent (a site's may; AIPerf ends the point instead) sends
+    prompts its own first pass cached: a warm cache whose cause is the trace's length, said with the fix."""
+    sent = point("llama-7b-h200-vllm-c4").requests.completed
+    part, check = judged(catalog, "llama-7b-h200-vllm-c4", 0.70, trace_requests=int(sent) // 2)
+    assert part.warm is True and part.trace_requests == int(sent) // 2 and not check.ok
+    assert f"the window sent {int(sent):,} requests from a trace of {int(sent) // 2:,}, so aiperf replayed the trace" \
+        in check.message and "profile.load.trace.sessions_per_concurrency" in check.message, check.message
+    part, check = judged(catalog, "llama-7b-h200-vllm-c4", 0.70, trace_requests=int(sent))     # not replayed
+    assert not check.ok and "warm at the window's start" in check.message, check.message
 
 
 def test_a_cache_too_small_for_the_sessions_explains_the_gap_and_the_offload_tier_closes_it(catalog):

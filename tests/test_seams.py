@@ -125,8 +125,11 @@ def test_points_through_the_site_backend_and_generator_and_a_client_that_changes
     if not (REPO / ".venvs/serve/bin/python").exists() or not (REPO / ".venvs/aiperf/bin/python").exists():
         pytest.skip("the serving or AIPerf venv is missing: run scripts/install-servers")
     copy_suite(pytester.path)
-    # 12 s a point: enough requests per session to judge c2 once the server is warm (~3.5 requests/s at c2)
+    # 12 s a point: enough requests per session to judge c2 once the server is warm (3.5-7 requests/s at c2), and
+    # sessions enough that the generator, which starts the trace again once it is spent, does not (45-86 requests at c1
+    # on a fast machine: 6 sessions per live one replayed the trace twice, and c1 failed as a warm cache, rightly)
     site_recipes(pytester.path / "recipes", SITE_PROFILE.replace("system_words: 100", "system_words: 600")
+                 .replace("sessions_per_concurrency: 6", "sessions_per_concurrency: 60")
                  .replace("duration_s: 8", "duration_s: 12").replace("concurrency: [2]", "concurrency: [1, 2]"))
     (pytester.path / ".venvs").symlink_to(REPO / ".venvs")
     monkeypatch.setenv("SBSITE_STAMP_AT", "2")
@@ -138,6 +141,7 @@ def test_points_through_the_site_backend_and_generator_and_a_client_that_changes
     r = json.loads((out / "latest/points/tiny-llama-cpu-vllm_site-c1.json").read_text())
     assert r["run"]["generator"] == "sitechat" and r["identity"]["versions"]["sitechat"] == "0.1"
     assert r["requests"]["successful"] > 0 and r["throughput"]["output_tps_per_gpu"] > 0
+    assert r["requests"]["completed"] < r["reuse"]["trace_requests"], r["reuse"]    # the trace was not replayed
     assert r["verdict"]["passed"] and r["server"]["generation_tokens"] > 0
     assert r["reuse"]["allowed_share"] is not None and r["reuse"]["error"] is None, r["reuse"]   # any generator
     manifest = json.loads((out / "latest" / "manifest.json").read_text())

@@ -233,6 +233,8 @@ class TraceReuse(_Part):
                                   "or its CPU tier, over the window")
     gap: float | None = Field(description="allowed - measured")
     prompt_tokens_mean: float | None = Field(description="the trace's mean prompt tokens per request")
+    trace_requests: int | None = Field(None, description="requests the trace holds: a window that sent more replayed "
+                                       "it, and its second pass hits what the first cached")
     working_set_tokens: float | None = Field(description="the live sessions' prefixes: concurrency x mean prompt")
     cache_tokens: float | None = Field(description="tokens the GPU KV cache holds (the server's report, else the "
                                        "capacity model), plus the CPU tier's on an offload arm")

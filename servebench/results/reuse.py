@@ -15,7 +15,9 @@ finding), or prefix caching was off; where it cannot hold, the gap is the cache'
 unbounded cache filled by the trace alone is the most any cache can hold of it), so a measured share above the
 allowed one by more than :data:`WARM` plus the warm-up's share of the window's requests means hits on prefixes
 cached before the window (vLLM warns of the same, vllm#53920): an earlier point on the same server replaying the
-same prompts, a trace without the keyspace marker servebench's generated traces carry. The margin covers the warm-up:
+same prompts, a trace without the keyspace marker servebench's generated traces carry, or a client that sent more
+requests than the trace holds and replayed it (``trace_requests``; AIPerf ends a fixed point when its trace runs out,
+a site's generator may start the trace again). The margin covers the warm-up:
 one request per live session before the window, whose prompts the window may send again or extend. Judged with at
 least :data:`REQUESTS` requests per live session, as the gap is."""
 
@@ -71,7 +73,8 @@ def block(tool: dict | None, server, concurrency: int, profile: Profile, request
     size = int(server.block_size) if server is not None and server.block_size else DEFAULT_BLOCK
     out = {"source": "servebench/tools/trace_reuse.py over the point's trace; the server's prompt_tokens_by_source",
            "block_size": size, "allowed_share": None, "measured_share": None, "gap": None,
-           "prompt_tokens_mean": tool.get("prompt_tokens_mean"), "working_set_tokens": None, "cache_tokens": None,
+           "prompt_tokens_mean": tool.get("prompt_tokens_mean"), "trace_requests": tool.get("requests"),
+           "working_set_tokens": None, "cache_tokens": None,
            "should_hold": None, "warm": None, "error": tool.get("error")}
     allowed = (tool.get("by_block_size") or {}).get(str(size), {}).get("share")
     if allowed is None and out["error"] is None:

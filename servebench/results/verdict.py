@@ -204,6 +204,13 @@ def reuse_check(result: PointResult) -> Check | None:
             f"{_pct(r.allowed_share)} (block size {r.block_size})")
     held = (f"its caches hold {number(r.cache_tokens, 'count')} tokens and the live sessions' prefixes need "
             f"~{number(r.working_set_tokens, 'count')}")
+    sent = result.requests.completed
+    if r.warm and r.trace_requests and sent and sent > r.trace_requests:
+        return _check("reuse", False, said, f"{said}: the window sent {_count(sent)} requests from a trace of "
+                      f"{_count(r.trace_requests)}, so {result.run.generator} replayed the trace and its second pass hit "
+                      "what the first cached; TTFT and throughput measure a cache that no cold start has. Give the "
+                      "point a trace longer than its window (profile.load.trace.sessions_per_concurrency, or "
+                      "profile.load.dataset)")
     if r.warm:
         return _check("reuse", False, said, f"{said}: more than the window's own requests allow (by over {WARM:.0%} "
                       "of the prompt tokens), so its cache was warm at the window's start: hits on prefixes an earlier "
