@@ -22,6 +22,33 @@ for _var, _cache in (("SERVEBENCH_CACHE", "servebench"), ("VLLM_CACHE_ROOT", "vl
 NEEDS_MORE = ("local", "slurm", "hardware", "install", "fuzz", "browser")   # what a test may need beyond this checkout
 
 
+SHM = Path("/dev/shm")
+
+
+def pytest_configure(config):
+    """The offline selection (`-m offline`: scripts/test, scripts/bench-tests, CI's first part) keeps its temporary
+    folders on /dev/shm where that is a writable tmpfs, unless --basetemp or $TMPDIR says where. Its tests copy the
+    48-file catalog ~190 times: on this kind of machine's disk a file's creation cost 30-700 us of system time,
+    varying 20x within a minute, on tmpfs ~12 us (docs/measurements.md). Only that selection: a test that runs a
+    server or a container step keeps the disk (a container mounts its own /dev/shm; traces can be GiBs)."""
+    if (config.option.markexpr or "").strip() != "offline" or config.option.basetemp or os.environ.get("TMPDIR"):
+        return
+    if os.access(SHM, os.W_OK) and shutil.disk_usage(SHM).free > 2 * 2**30:
+        import tempfile
+        tempfile.tempdir = str(SHM)
+
+
+def pytest_collection_finish(session):
+    """What collection made (modules, the catalog, hypothesis and matplotlib state) lives to the end: frozen out of
+    the cyclic collector's sweeps, with a young generation of 20,000 allocations instead of 700. The offline suite's
+    collector time fell from 3.0 to 0.8 CPU-s (docs/measurements.md). Reference counting frees what holds no cycle
+    at once, as before; only objects in cycles wait longer for a sweep."""
+    import gc
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 10, 10)
+
+
 def pytest_collection_modifyitems(items):
     """`offline`: every test that needs nothing but this checkout (none of NEEDS_MORE)."""
     for item in items:

@@ -3,6 +3,7 @@ decision-stopped probes, against the full grid's answer. On recorded H200 points
 c32, judged by limits given on the command line, as the benchmark lets a recording without a tier be judged)."""
 
 import dataclasses
+import functools
 import importlib.util
 import random
 import sys
@@ -22,8 +23,14 @@ RULE = StopRule(mode="decide", min_s=20, growth=1.5)
 SPLIT = SloTier(ttft_ms=1000, tpot_ms=20, attainment=0.9)     # c4 meets it by far, c32 misses it by far
 
 
+@functools.cache
+def _recorded() -> tuple:
+    return tuple(replay_search.grid([H200], "search", SPLIT, "llama-7b-h200-vllm"))
+
+
 def points(tier=SPLIT):
-    return replay_search.grid([H200], "search", tier, "llama-7b-h200-vllm")
+    """The two recorded points judged by ``tier`` (as ``grid(..., define=tier)`` gives them; read once a session)."""
+    return [dataclasses.replace(p, tier=tier) for p in _recorded()]
 
 
 def test_the_full_grid_is_judged_on_every_request_and_answers_the_last_met_below_the_first_missed():

@@ -91,17 +91,17 @@ def read(path: Path | str) -> list[Request]:
         raise ValueError(f"{path}: line 1: not a servebench requests file (no column {', '.join(missing)}; "
                          f"it starts with the columns {', '.join(n for n, _ in COLUMNS)})")
     kinds = dict(COLUMNS)
+    plan = [(i, name, kinds[name], name in NEVER_EMPTY) for i, name in enumerate(header) if name in kinds]
     out = []
     for line, row in enumerate(rows, start=2):
         if len(row) != len(header):
             raise ValueError(f"{path}: line {line}: {len(row)} cells, the header has {len(header)}")
         fields = {}
-        for name, cell in zip(header, row):
-            if name in kinds:
-                try:
-                    fields[name] = _parse(kinds[name], cell, name in NEVER_EMPTY)
-                except ValueError as err:
-                    raise ValueError(f"{path}: line {line}: column {name}: {err}") from None
+        for i, name, kind, needed in plan:
+            try:
+                fields[name] = _parse(kind, row[i], needed)
+            except ValueError as err:
+                raise ValueError(f"{path}: line {line}: column {name}: {err}") from None
         error = {v: fields.pop(k, None) for k, v in ERROR.items()}
         out.append(Request(**fields, error=error if any(x is not None for x in error.values()) else None))
     return out

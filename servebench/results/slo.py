@@ -45,12 +45,13 @@ def tpot_ms(q: Request) -> float | None:
     return (q.latency_ms - q.ttft_ms) / (q.output_tokens - 1)
 
 
-def good(q: Request, tier: SloTier) -> bool:
+def good(q: Request, tier: SloTier, limits: dict[str, float] | None = None) -> bool:
+    """Whether the request met every limit of the tier; ``limits``: the tier's, where the caller judges many
+    requests against one tier (``SloTier.limits`` builds them anew on each read)."""
     if not q.ok or q.latency_ms is None:
         return False
-    values = {"ttft_ms": q.ttft_ms, "tpot_ms": tpot_ms(q), "e2e_ms": q.latency_ms}
-    for name, limit in tier.limits.items():
-        value = values[name]
+    for name, limit in (tier.limits if limits is None else limits).items():
+        value = q.ttft_ms if name == "ttft_ms" else q.latency_ms if name == "e2e_ms" else tpot_ms(q)
         if value is None and not (name == "tpot_ms" and (q.output_tokens or 0) < 2):
             return False
         if value is not None and value > limit:
@@ -80,7 +81,8 @@ def tier_result(name: str, tier: SloTier, requests: list[Request], window_s: flo
     """The tier at one point, from its profiled requests (in any order; judged in the order they were sent), its
     interval at ``confidence`` (two-sided)."""
     sent = sorted(requests, key=lambda q: (q.start_s is None, q.start_s or 0.0))
-    flags = [good(q, tier) for q in sent]
+    limits = tier.limits
+    flags = [good(q, tier, limits) for q in sent]
     n, k = len(flags), sum(flags)
     share = k / n if n else None
     rho = lag1(flags)
