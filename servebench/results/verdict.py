@@ -207,8 +207,8 @@ def reuse_check(result: PointResult) -> Check | None:
     sent = result.requests.completed
     if r.warm and r.trace_requests and sent and sent > r.trace_requests:
         return _check("reuse", False, said, f"{said}: the window sent {_count(sent)} requests from a trace of "
-                      f"{_count(r.trace_requests)}, so {result.run.generator} replayed the trace and its second pass hit "
-                      "what the first cached; TTFT and throughput measure a cache that no cold start has. Give the "
+                      f"{_count(r.trace_requests)}, so {result.run.generator} replayed the trace and its second pass "
+                      "hit what the first cached; TTFT and throughput measure a cache that no cold start has. Give the "
                       "point a trace longer than its window (profile.load.trace.sessions_per_concurrency, or "
                       "profile.load.dataset)")
     if r.warm:
