@@ -11,7 +11,9 @@ the point recorded (else: give --recipes the recipes of the point's commit, ``gi
 venv of scripts/install-servers) with the tokenizer and chat template in TOKENIZER_DIR, and judged as a live point's
 is (servebench.results.reuse.block: the server's block size, what its caches should hold, warm). Printed per point:
 what the trace allows, what the server reused (GPU prefix cache + CPU tier), the gap, whether the caches should have
-held the sessions, and whether it started warm.
+held the sessions, and whether it started warm. ``--write`` also stores each point's part as its result's ``reuse``
+(atomically, every other field as recorded; its ``source`` names this script, the recipes and the tokenizer), so that
+``servebench report FOLDER`` prints the gap beside the offload pair's ratio as it does for a point run with the tool.
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ sys.path.insert(0, str(REPO))
 
 from servebench.catalog.loader import Catalog  # noqa: E402
 from servebench.catalog.points import Point  # noqa: E402
+from servebench.core.files import write_json  # noqa: E402
 from servebench.core.results_folder import ResultsFolder  # noqa: E402
 from servebench.load import traces  # noqa: E402
 from servebench.load.measure import trace_spec  # noqa: E402
 from servebench.results import reuse  # noqa: E402
 from servebench.results.model import parse  # noqa: E402
+from servebench.results.parts import TraceReuse  # noqa: E402
 from servebench.tools import TRACE_REUSE  # noqa: E402
 
 
@@ -61,6 +65,7 @@ def main() -> int:
     ap.add_argument("folders", nargs="+", type=Path)
     ap.add_argument("--recipes", type=Path, default=REPO / "recipes")
     ap.add_argument("--python", default=str(REPO / ".venvs/aiperf/bin/python"))
+    ap.add_argument("--write", action="store_true", help="store each part as its point's result `reuse`")
     args = ap.parse_args()
     catalog = Catalog.load(args.recipes)
     print(f"{'point':40} {'allows':>7} {'reused':>7} {'gap':>7}  should hold  warm")
@@ -73,7 +78,20 @@ def main() -> int:
                     continue
                 print(f"{b['case']:40} {b['allowed_share']:7.1%} {b['measured_share']:7.1%} {b['gap']:+7.1%}  "
                       f"{str(b['should_hold']):11}  {b['warm']}")
+                if args.write:
+                    store(f, b, args.tokenizer)
     return 0
+
+
+def store(point_file: Path, part: dict, tokenizer: Path) -> None:
+    """The part as the point's ``reuse``, labelled as made afterwards; the result must still parse."""
+    data = json.loads(point_file.read_text())
+    data["reuse"] = TraceReuse.model_validate({k: v for k, v in part.items() if k != "case"} | {"source": (
+        "benchmarks/reuse_of_recorded.py, after the run: the trace made again from its profile (with the load "
+        f"fingerprint it recorded) and its run id, tokenized with {tokenizer.name}; the server's "
+        "prompt_tokens_by_source")}).model_dump()
+    parse(data)
+    write_json(point_file, data)
 
 
 if __name__ == "__main__":

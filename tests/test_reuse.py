@@ -4,6 +4,7 @@ sessions; the engines' own block size and cache size from vllm:cache_config_info
 
 import importlib.util
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -14,7 +15,7 @@ from servebench.results.parts import TraceReuse
 from servebench.results.verdict import reuse_check
 from servebench.server.counters import parse
 from servebench.tools import TRACE_REUSE
-from tests.conftest import REPO, by_id
+from tests.conftest import REPO, by_id, run_cli
 
 spec = importlib.util.spec_from_file_location("trace_reuse", TRACE_REUSE)
 tool = importlib.util.module_from_spec(spec)
@@ -141,10 +142,28 @@ def test_report_md_has_each_points_reuse_beside_what_its_trace_allows(catalog):
     from servebench.report.files import reuse_lines
     part, _ = judged(catalog, "llama-7b-h200-vllm-c4", 0.80, measured_local=0.02)
     r = point("llama-7b-h200-vllm-c4").model_copy(update={"reuse": part})
-    lines = reuse_lines([point("llama-7b-h200-vllm-c32"), r])          # a point without the part has no row
+    bare = point("llama-7b-h200-vllm-c32").model_copy(update={"reuse": None})     # made before the tool
+    lines = reuse_lines([bare, r])                                     # a point without the part has no row
     assert lines[1] == "## Prefix reuse: what the trace allows, what the server reused"
     assert lines[-1] == "| llama-7b-h200-vllm-c4 | 80.0% | 2.0% | +78.0 pts | 98,304 | 18,800 | yes |", lines
-    assert reuse_lines([point("llama-7b-h200-vllm-c32")]) == []
+    assert reuse_lines([bare]) == []
+
+
+def test_the_report_over_the_recorded_h200_pair_prints_each_ratio_with_its_interval_and_the_reuse_gap(tmp_path):
+    """#33's done-when, on the recorded 7B runs (their reuse parts stored by benchmarks/reuse_of_recorded.py
+    --write, the traces made again from their profiles): the base arm's c32 lost 64.8 points of what its trace
+    allows to the GPU cache's size, the CPU tier won back all but half a point, and the pair's c32 ratio is better
+    with confidence."""
+    shutil.copytree(REPO / "tests/data/h200-7b", tmp_path / "h200-7b")
+    res = run_cli("report", tmp_path / "h200-7b")
+    assert res.returncode == 0, res.stderr
+    md = (tmp_path / "h200-7b/report/report.md").read_text()
+    assert "| llama-7b-h200-vllm-c32 | 76.3% | 11.5% | +64.8 pts | 98,304 | 145,149 | no |" in md, md
+    assert "| llama-7b-h200-vllm_offload-c32 | 76.3% | 75.8% | +0.5 pts | 360,448 |" in md, md
+    row = next(ln for ln in md.splitlines() if ln.startswith("| 32 | "))
+    assert "better" in row and "[" in row, row
+    assert all(point(c).reuse.source.startswith("benchmarks/reuse_of_recorded.py, after the run")
+               for c in ("llama-7b-h200-vllm-c4", "llama-7b-h200-vllm_offload-c32"))
 
 
 def test_the_reuse_numbers_are_junit_properties_of_the_point(catalog):
@@ -153,7 +172,7 @@ def test_the_reuse_numbers_are_junit_properties_of_the_point(catalog):
     props = properties(point("llama-7b-h200-vllm-c4").model_copy(update={"reuse": part}))
     assert props["reuse_allowed_share"] == 0.80 and props["reuse_should_hold"] is True
     assert props["reuse_measured_share"] == pytest.approx(0.768, abs=0.001)
-    assert "reuse_allowed_share" not in properties(point("llama-7b-h200-vllm-c4"))
+    assert "reuse_allowed_share" not in properties(point("llama-7b-h200-vllm-c4").model_copy(update={"reuse": None}))
 
 
 def test_a_missing_trace_reuse_file_is_no_part_and_a_torn_one_is_the_parts_error(tmp_path):
