@@ -44,11 +44,11 @@ def test_correlated_requests_count_for_fewer_and_widen_the_interval():
 def test_a_request_is_good_only_when_every_limit_holds():
     tier = SloTier(ttft_ms=100, tpot_ms=10, e2e_ms=1000)
     ok = Request("profiling", True, start_s=0, end_s=0.5, ttft_ms=80, latency_ms=500, output_tokens=42)   # TPOT 10.24
-    assert not good(ok, tier) and good(ok, SloTier(ttft_ms=100, tpot_ms=10.3, e2e_ms=1000))
-    assert not good(replace(ok, ttft_ms=101), SloTier(ttft_ms=100))
-    assert not good(replace(ok, ok=False), SloTier(e2e_ms=10_000))                # a failed request is not good
-    assert not good(replace(ok, latency_ms=None, end_s=None), SloTier(ttft_ms=100))   # nor one never finished
-    assert good(replace(ok, output_tokens=1), SloTier(tpot_ms=1))                # one token: no later token is late
+    assert not good(ok, tier.limits) and good(ok, SloTier(ttft_ms=100, tpot_ms=10.3, e2e_ms=1000).limits)
+    assert not good(replace(ok, ttft_ms=101), SloTier(ttft_ms=100).limits)
+    assert not good(replace(ok, ok=False), SloTier(e2e_ms=10_000).limits)                # a failed request is not good
+    assert not good(replace(ok, latency_ms=None, end_s=None), SloTier(ttft_ms=100).limits)   # nor one never finished
+    assert good(replace(ok, output_tokens=1), SloTier(tpot_ms=1).limits)  # one token: no later token is late
     with pytest.raises(ValueError, match="at least one limit"):
         SloTier(attainment=0.9)
     with pytest.raises(ValueError):

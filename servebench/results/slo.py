@@ -45,13 +45,16 @@ def tpot_ms(q: Request) -> float | None:
     return (q.latency_ms - q.ttft_ms) / (q.output_tokens - 1)
 
 
-def good(q: Request, tier: SloTier, limits: dict[str, float] | None = None) -> bool:
-    """Whether the request met every limit of the tier; ``limits``: the tier's, where the caller judges many
-    requests against one tier (``SloTier.limits`` builds them anew on each read)."""
+_VALUE = {"ttft_ms": lambda q: q.ttft_ms, "tpot_ms": tpot_ms, "e2e_ms": lambda q: q.latency_ms}   # by limit
+
+
+def good(q: Request, limits: dict[str, float]) -> bool:
+    """Whether the request met every limit (a tier's ``SloTier.limits``, which builds them anew on each read: the
+    caller reads them once for all its requests)."""
     if not q.ok or q.latency_ms is None:
         return False
-    for name, limit in (tier.limits if limits is None else limits).items():
-        value = q.ttft_ms if name == "ttft_ms" else q.latency_ms if name == "e2e_ms" else tpot_ms(q)
+    for name, limit in limits.items():
+        value = _VALUE[name](q)
         if value is None and not (name == "tpot_ms" and (q.output_tokens or 0) < 2):
             return False
         if value is not None and value > limit:
@@ -82,7 +85,7 @@ def tier_result(name: str, tier: SloTier, requests: list[Request], window_s: flo
     interval at ``confidence`` (two-sided)."""
     sent = sorted(requests, key=lambda q: (q.start_s is None, q.start_s or 0.0))
     limits = tier.limits
-    flags = [good(q, tier, limits) for q in sent]
+    flags = [good(q, limits) for q in sent]
     n, k = len(flags), sum(flags)
     share = k / n if n else None
     rho = lag1(flags)
