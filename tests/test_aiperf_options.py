@@ -56,6 +56,7 @@ def test_the_docs_table_lists_every_aiperf_option():
         assert f"| `{flag}` | {key} |" in section, flag
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_a_point_that_could_reuse_another_points_prefix_cache_is_refused(recipes):
     edit(recipes / "presets/seed-harness.yaml", "cache_bust: first-turn-prefix", "cache_bust: none")
     found = [p for p in problems(recipes) if p.key == "profile.load.cache_bust"]
@@ -63,6 +64,7 @@ def test_a_point_that_could_reuse_another_points_prefix_cache_is_refused(recipes
     assert found[0].file.endswith("seed-harness.yaml")
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_too_few_trajectories_for_the_largest_concurrency_is_refused(recipes):
     edit(recipes / "presets/seed-harness.yaml", "    dataset_entries: 393", "    dataset_entries: 300")
     found = [p for p in problems(recipes) if p.key == "profile.load.dataset_entries"]
@@ -70,6 +72,7 @@ def test_too_few_trajectories_for_the_largest_concurrency_is_refused(recipes):
                                           "the corpus"]
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_a_seed_recipes_benchmark_env_is_carried_over_or_refused(recipes):
     edit(recipes / "kimi-k3/gb200/base.yaml", "benchmark:\n  type: manual",
          "benchmark:\n  type: manual\n  env:\n    AGENTIC_WARMUP_GRACE_PERIOD: \"3600\"\n"

@@ -88,6 +88,7 @@ def test_the_bound_gate_fails_a_point_bound_by_something_else_with_its_evidence(
     assert not [c for c in judge(r, p).checks if c.name == "bound"]           # c32 not named: not judged
 
 
+@pytest.mark.catalog("h200-7b")
 def test_a_bound_for_a_concurrency_the_sweep_lacks_is_a_problem_naming_the_key(recipes):
     from servebench.catalog import Catalog
     from tests.conftest import edit

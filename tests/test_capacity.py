@@ -38,6 +38,7 @@ def tp2_dp8(recipes):
     return recipes
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_seed_tp2_dp8_overflows_at_weight_load_and_fails_collection(recipes):
     with pytest.raises(ConfigError) as err:
         Catalog.load(tp2_dp8(recipes))
@@ -46,6 +47,7 @@ def test_seed_tp2_dp8_overflows_at_weight_load_and_fails_collection(recipes):
     assert "> 185 GiB HBM" in text
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_tp2_dp8_and_tp4_dp4_differ_only_in_non_expert_weights(recipes, catalog):
     bad = next(p for p in Catalog.load(tp2_dp8(recipes), skip_rules={"capacity"}).profiles
                if p.id == "kimi-k3-gb200-dep")
@@ -73,6 +75,7 @@ def test_llama3_70b_gqa_kv_bytes_per_token(models):
     assert m.kv_bytes_per_token(2.0, tp=16) == 327_680 / 8                     # heads replicate past TP 8
 
 
+@pytest.mark.catalog("local")
 def test_every_number_cites_a_source_or_an_estimate(recipes):
     edit(recipes / "models/llama-3-70b.yaml", 'layers: {value: 80, source: "config.json num_hidden_layers 80"}',
          "layers: {value: 80}")
@@ -86,6 +89,7 @@ def test_kimi_checkpoint_size_is_reproduced(models):
     assert total == pytest.approx(1.5e12)
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_cli_exit_codes(repo, recipes):
     ok = run_cli("capacity", cwd=repo)
     assert ok.returncode == 0, ok.stderr
@@ -142,6 +146,7 @@ def offload_only_total(recipes, total_gib: int):
     return recipes
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_cpu_bytes_to_use_is_split_over_the_engines_tp_ranks(recipes):
     """vLLM's SimpleCPUOffloadConnector divides cpu_bytes_to_use by the engine's world size (TP x PP = 4 here),
     not by every GPU of the layout (16) and not by nothing: 512 GiB -> 128 GiB per rank, 4 ranks per node,
@@ -153,6 +158,7 @@ def test_cpu_bytes_to_use_is_split_over_the_engines_tp_ranks(recipes):
     assert est.dram_pool_per_node == 512 * GIB_INT and est.fits, est.problems
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_an_oversized_server_wide_pool_fails_rule_and_capacity_alike(recipes):
     """1 TiB server-wide = 256 GiB per rank = 1 TiB per node > 512 GiB. Before, the rule divided by 16 GPUs
     (64 GiB per rank, 'fits') while capacity said 4 TiB. Validation reports it once (rule offload-dram);

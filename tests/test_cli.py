@@ -58,6 +58,7 @@ def test_matrix_json(repo):
     assert all(r["markers"] == ["hardware", "gb200", "offload"] and r["gpus"] == 16 for r in off)
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_broken_catalog_exits_1_with_the_problem(recipes, repo):
     from tests.conftest import edit
     edit(recipes / "kimi-k3/gb200/tp.yaml", "[1, 2, 4, 8]", "[1, 2, 2, 8]")
@@ -98,6 +99,7 @@ def test_render_tp16_has_three_headless_followers(repo):
     assert "--master-addr node0 --master-port 29500 --nnodes 4 --node-rank 3" in out
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_credentials_are_masked_in_render_and_recipe(recipes, repo):
     from tests.conftest import edit
     edit(recipes / "kimi-k3/gb200/base.yaml", '  ETCD_LEASE_TTL: "7200"',
@@ -164,6 +166,7 @@ def test_rehearse_without_a_scheduler_is_one_line(repo, tmp_path, monkeypatch):
     assert "servebench rehearse: cannot allocate on gb200-local: no Slurm client (sbatch) on PATH" in res.stderr
 
 
+@pytest.mark.catalog("local")
 def test_a_credential_in_the_engines_flags_is_refused_and_never_printed(recipes):
     """#35: `api-key: sk_x` among a profile's engine flags was masked by `servebench recipe` and printed whole by
     `servebench render`, and the engine's own start-up log would write it into the results. Such a profile is now

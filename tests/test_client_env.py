@@ -9,6 +9,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from servebench.tools import CLIENT_ENV, PINS
 from tests.conftest import edit, run_cli
 
@@ -95,6 +97,7 @@ def test_the_pins_are_the_environment_the_tests_ran_aiperf_with():
     assert pins["aiperf"] == "0.13.0" and len(pins) > 50 and all(v.strip() for v in pins.values())
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_an_install_without_pins_is_refused_naming_the_file_and_key(recipes):
     cluster = recipes / "clusters/gb200-nv.yaml"
     edit(cluster, "    constraints: aiperf-0.13.0.txt\n", "")

@@ -42,6 +42,7 @@ def test_cost_per_million_tokens_is_inferencexs_formula_and_never_assumed():
     assert block([], 1.0, (0.0, 100.0), 5000.0, 500.0, 4000.0, gpus=16, cost=None) is None      # no price, no samples
 
 
+@pytest.mark.catalog("h200")
 def test_a_point_with_power_samples_and_a_priced_cluster_reports_its_energy_and_cost(recipes):
     edit(recipes / "clusters/local-h200.yaml", "gpus_per_node: 1\n", "gpus_per_node: 1\ncost: {gpu_hour: 2.5}\n")
     prof = by_id(Catalog.load(recipes), "llama-770m-h200-vllm")
@@ -63,6 +64,7 @@ def test_a_point_with_power_samples_and_a_priced_cluster_reports_its_energy_and_
 
 
 @pytest.mark.parametrize("cost, said", [("{gpu_hour: -1}", "cost.gpu_hour"), ("{gpu_hours: 2}", "cost.gpu_hours")])
+@pytest.mark.catalog("h200")
 def test_a_bad_price_is_refused_naming_the_file_and_key(recipes, cost, said):
     edit(recipes / "clusters/local-h200.yaml", "gpus_per_node: 1\n", f"gpus_per_node: 1\ncost: {cost}\n")
     with pytest.raises(ConfigError) as err:

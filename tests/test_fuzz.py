@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from datetime import timedelta
 from pathlib import Path
@@ -27,7 +26,7 @@ from servebench.cluster.slurm import sbatch_script
 from servebench.core.errors import ConfigError, Problem
 from servebench.core.results_folder import ResultsFolder
 from servebench.server.assembly import Assembly
-from tests.conftest import REPO
+from tests.conftest import REPO, SHARED, catalog_copy
 
 FILES = sorted(str(p.relative_to(REPO / "recipes")) for p in (REPO / "recipes").rglob("*.yaml"))
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -148,10 +147,29 @@ def _check_accepted(cat: Catalog, shim: Path, tmp: Path) -> None:
         assert run.returncode == 0 and not run.stderr, f"a job script ran more than `sleep`: {run.stderr}"
 
 
+# The shipped profiles extend only files of their own folder and presets/ (the arena checks it): a mutant of a profile
+# folder's file can change only that folder's profiles, a mutant of a shared file (a cluster, a model, a preset) any.
+FOLDERS = sorted({name.split("/")[0] for name in FILES if "/" in name} - set(SHARED))
+
+
+def _extends(name: str) -> list[str]:
+    """Where the shipped file ``name`` extends, as paths under recipes/."""
+    doc = yaml.safe_load((REPO / "recipes" / name).read_text())
+    ext = doc.get("extends") if isinstance(doc, dict) else None
+    return [os.path.normpath(os.path.join(os.path.dirname(name), e)) for e in ([ext] if isinstance(ext, str)
+                                                                             else ext or [])]
+
+
 @pytest.fixture(scope="module")
 def arena(tmp_path_factory):
+    """A shim folder with `sleep`, a whole copy of the catalog (``all``) and one per profile folder with the shared
+    parts (``<folder>``)."""
+    leaving = [(name, to) for name in FILES for to in _extends(name)
+               if to.split("/")[0] not in (name.split("/")[0], "presets")]
+    assert not leaving, f"a profile folder extends another's file, so its mutants need the whole catalog: {leaving}"
     root = tmp_path_factory.mktemp("fuzz")
-    shutil.copytree(REPO / "recipes", root / "recipes")
+    for folder in (*FOLDERS, "all"):
+        catalog_copy(root / folder / "recipes", *(() if folder == "all" else (folder,)))
     shim = root / "shim"
     shim.mkdir()
     (shim / "sleep").write_text("#!/bin/sh\nexit 0\n")
@@ -159,9 +177,13 @@ def arena(tmp_path_factory):
     return root
 
 
-def fuzz_one(arena: Path, mutant) -> None:
+def fuzz_one(arena: Path, mutant, whole: bool = True) -> None:
+    """Load the catalog with the mutant in place and check what comes out; ``whole=False`` loads only the folder
+    the mutant can change (each load builds that folder's profiles and renders their jobs, not all 22)."""
     name, text, what = mutant
-    root = arena / "recipes"
+    folder = name.split("/")[0]
+    place = arena / (folder if not whole and folder in FOLDERS else "all")
+    root = place / "recipes"
     target = root / name
     original = target.read_text()
     target.write_text(text)
@@ -171,7 +193,7 @@ def fuzz_one(arena: Path, mutant) -> None:
         except ConfigError as err:
             _check_refusal(err.problems, root)
             return
-        _check_accepted(cat, arena / "shim", arena)
+        _check_accepted(cat, arena / "shim", place)
     except AssertionError as err:
         raise AssertionError(f"{name}: {what}: {err}") from None
     finally:
@@ -186,7 +208,7 @@ COMMON = dict(deadline=timedelta(seconds=5), database=None,
 @settings(max_examples=60, derandomize=True, **COMMON)      # the same mutants every run: CI is not a lottery
 @given(mutant=mutants())
 def test_fuzz_recipes_quick(arena, mutant):
-    fuzz_one(arena, mutant)
+    fuzz_one(arena, mutant, whole=False)
 
 
 EXAMPLES = int(os.environ.get("SERVEBENCH_FUZZ_EXAMPLES", "2000"))

@@ -53,6 +53,7 @@ def test_one_gpu_profile_pins_its_gpu_and_slurm_clusters_leave_it_to_slurm(catal
     assert not any("CUDA_VISIBLE_DEVICES" in p.env for p in gb200)
 
 
+@pytest.mark.catalog("h200x2")
 def test_a_headless_follower_under_the_api_server_module_is_refused(recipes):
     edit(recipes / "clusters/local-h200x2.yaml", "vllm_serve: [/tmp/site/bin/vllm, serve]",
          "vllm_serve: [python3, -m, vllm.entrypoints.openai.api_server]")

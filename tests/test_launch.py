@@ -82,6 +82,7 @@ def test_a_preamble_in_a_step_of_its_own_is_refused_where_its_writes_vanish(cata
     assert "made by no step on its node" in unmet_needs(nowhere)[0]
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_a_host_path_inside_a_container_is_refused_offline(recipes):
     """DSPARK_SRC at the node's staging path: the container sees that folder only at its mount's destination."""
     edit(recipes / "clusters/gb200-nv.yaml", "DSPARK_SRC: /models/Kimi-K3-DSpark",
@@ -179,6 +180,7 @@ def test_stand_in_clusters_skip_the_dynamo_install(catalog):
         assert not any(p.preamble for p in plan(prof, dry_placement(prof)).processes)
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_templates_are_filled_per_node(recipes):
     edit(recipes / "kimi-k3/gb200/_agentx.yaml", "  labels:\n", "  templates: [environment.RUN_LOGS]\n  labels:\n")
     edit(recipes / "kimi-k3/gb200/base.yaml", '  ETCD_LEASE_TTL: "7200"',
@@ -371,6 +373,7 @@ def test_a_client_whose_container_never_started_is_said_so_not_that_its_files_di
         check_after(client, inv, 1, wrote=False)
 
 
+@pytest.mark.catalog("kimi-k3", "local")
 def test_launch_problems_come_in_the_same_pass_as_another_recipes_problems(recipes):
     """A broken recipe elsewhere in the catalog held the launch-plan check back until it was fixed: a second run
     then found the launch problem. `servebench matrix` now says both, and checks the plans of the valid profiles."""

@@ -77,6 +77,7 @@ def test_aiperf_command_of_a_local_point(catalog, tmp_path):
 
 
 @pytest.mark.parametrize("burst", [False, True])
+@pytest.mark.catalog("kimi-k3")
 def test_named_corpus_uses_agentic_replay_with_the_recipe_caps(recipes, tmp_path, burst):
     if burst:
         edit(recipes / "presets/seed-harness.yaml", "    seed: 42\n", "    seed: 42\n    burst_phase_starts: true\n")

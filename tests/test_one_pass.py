@@ -46,6 +46,7 @@ def fixed_seed() -> str:
     return text
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_the_seed_tp16_recipe_gives_all_its_problems_in_one_pass(recipes):
     """It took the seed three rounds (a duplicate key hid the schema, which hid the rules)."""
     with pytest.raises(ConfigError) as err:
@@ -62,6 +63,7 @@ def test_the_seed_tp16_recipe_gives_all_its_problems_in_one_pass(recipes):
     assert "Traceback" not in text
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_placeholders_say_who_expands_what(recipes):
     base = recipes / "kimi-k3/gb200/base.yaml"
     edit(base, '  ETCD_LEASE_TTL: "7200"',
@@ -75,6 +77,7 @@ def test_placeholders_say_who_expands_what(recipes):
     assert "neither srtctl nor servebench fills it" in lines["environment.ODD"]
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_a_cluster_files_placeholder_is_refused_naming_the_cluster_file(recipes):
     """It reached every process verbatim (render printed export NCCL_NVLS_ENABLE='${IFACE}')."""
     edit(recipes / "clusters/gb200-nv.yaml", "  environment:\n", "  environment:\n    NCCL_NVLS_ENABLE: ${IFACE}\n")
@@ -89,6 +92,7 @@ def test_a_cluster_files_placeholder_is_refused_naming_the_cluster_file(recipes)
         "value itself (an interface set to null is detected on each node))"]      # one line, not one per profile
 
 
+@pytest.mark.catalog("local")
 def test_an_hf_model_path_reaches_the_engine_as_srtctl_passes_it(recipes):
     edit(recipes / "local/base.yaml", "  path: tiny-llama", "  path: hf:Qwen/Qwen3-0.6B")
     cat = Catalog.load(recipes, skip_rules={"model-context"})
@@ -99,6 +103,7 @@ def test_an_hf_model_path_reaches_the_engine_as_srtctl_passes_it(recipes):
     assert any("the engine gets the repo id 'Qwen/Qwen3-0.6B'" in n for n in cat.notes())
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_a_seed_recipe_composed_with_the_seed_harness_renders_its_settings(recipes):
     cat = Catalog.load(with_seed(recipes, fixed_seed()))
     res = run_cli("--recipes", str(recipes), "render", "kimi-k3-gb200-seed_tp16-c8")
@@ -112,6 +117,7 @@ def test_a_seed_recipe_composed_with_the_seed_harness_renders_its_settings(recip
                for n in notes), notes
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_a_seed_recipe_alone_says_what_it_lacks(recipes):
     alone = PROFILE.replace("extends: [agg-gb200-tp16-latency-agentic.yaml, ../presets/seed-harness.yaml]",
                             "extends: agg-gb200-tp16-latency-agentic.yaml") + \
@@ -123,6 +129,7 @@ def test_a_seed_recipe_alone_says_what_it_lacks(recipes):
                in n for n in cat.notes())
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_extends_lists_compose_in_order_and_blame_the_file_that_wrote_a_value(recipes):
     """A later layer overrides an earlier one; a problem names the layer that wrote the value."""
     edit(recipes / "presets/seed-harness.yaml", "    seed: 42", "    seed: 42\n    duration_s: 0")
@@ -142,6 +149,7 @@ def test_extends_lists_compose_in_order_and_blame_the_file_that_wrote_a_value(re
      "  container_mounts:\n    $HOME/models/extra: /models/extra\n", "runtime.container_mounts.$HOME/models/extra",
      "$HOME"),
 ])
+@pytest.mark.catalog("kimi-k3")
 def test_a_placeholder_in_a_cluster_files_path_is_refused_naming_the_key(recipes, old, new, key, placeholder):
     """`${VAR}` in a cluster's cache, mount or model paths passed silently and named a path no node has."""
     edit(recipes / "clusters/gb200-nv.yaml", old, new)
@@ -152,6 +160,7 @@ def test_a_placeholder_in_a_cluster_files_path_is_refused_naming_the_key(recipes
     assert f"literal placeholder {placeholder} in " in line and "(fix: write the path itself)" in line
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_a_cluster_files_schema_error_and_its_placeholders_come_in_one_pass(recipes):
     """A misspelt key stopped the cluster file's check before its placeholders were looked at: a second run then
     found the ${SCRATCH} path. Both are said at once."""
@@ -170,6 +179,7 @@ def test_a_node_local_folder_keeps_its_node_placeholder(catalog):
     assert any("{node}" in v for c in catalog.clusters.values() for v in c.slurm.node_local.values())
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_a_broken_cluster_file_does_not_hide_its_profiles_rules(recipes):
     """A cluster file with a problem of its own set its profiles aside unchecked: a second run then found their
     rules' problems. Both come in one pass; what of the cluster file still parsed stands in for the rules."""

@@ -82,6 +82,7 @@ def test_case_ids_and_fingerprints(catalog):
     assert len(fps) == 4 and all(len(fp) == 64 for fp in fps)
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_recipe_fingerprint_ignores_spelled_out_defaults(recipes):
     from tests.conftest import edit
     before = {p.id: p.fingerprint for p in Catalog.load(recipes).profiles}

@@ -124,6 +124,7 @@ def test_the_suite_run_point_failed_then_and_passes_the_client_check_now(catalog
     assert then["concurrency"]["ratio"] < 0.9     # judged client-bound by the effective/target rule of 9e0aca9
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_client_bound_by_the_clients_own_latency_unless_allowed(catalog, recipes):
     r = build(by_id(catalog, "kimi-k3-gb200-dep"))
     r["concurrency"]["issue_latency_ms"]["p99"] = 480.0                 # AIPerf fell behind its schedule
@@ -147,6 +148,7 @@ def test_without_issue_latency_effective_concurrency_is_judged_against_what_the_
     assert any("50.0% of what the trace allows < 90.0%" in m for m in failures(r, by_id(catalog, "kimi-k3-gb200-dep")))
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_throughput_floor(catalog, recipes):
     edit(recipes / "kimi-k3/gb200/dep.yaml", "  load:\n", "  gates: {min_output_tps_per_gpu: {128: 100.0}}\n  load:\n")
     p = next(p for p in Catalog.load(recipes).profiles if p.name == "dep")

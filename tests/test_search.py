@@ -60,6 +60,7 @@ def test_an_unresolved_probe_is_not_met_and_a_steep_fall_is_a_cliff():
     assert s.answer()["cliff"] is None                    # a gentle slope
 
 
+@pytest.mark.catalog("kimi-k3", "h200-7b", "local")
 def test_a_search_profile_is_one_case_and_no_grid_points(recipes):
     cat = Catalog.load(recipes)
     assert sorted(p.id for p in searches(cat)) == ["kimi-k3-gb200-dep_offload_search", "llama-7b-h200-vllm_search",
@@ -89,6 +90,7 @@ def test_a_search_runs_only_when_named_so_selecting_a_profile_never_starts_its_s
     ("  search: {tier: fast}\n", "search.tier names the tier 'fast', which profile.slo does not define"),
     ("  slo: {fast: {ttft_ms: 100}}\n  search: {tier: fast}\n  concurrency: [4]\n",
      "a search needs its range in concurrency: [lowest, highest]")])
+@pytest.mark.catalog("local")
 def test_a_search_without_its_tier_or_its_range_is_refused_naming_the_file(recipes, body, said):
     text = (recipes / "local/vllm.yaml").read_text().replace("  concurrency: [1, 4]\n", "")
     (recipes / "local/vllm.yaml").write_text(text.replace("  layout: {tp: 1}\n", "  layout: {tp: 1}\n" + body +
@@ -98,6 +100,7 @@ def test_a_search_without_its_tier_or_its_range_is_refused_naming_the_file(recip
     assert "vllm.yaml" in str(err.value) and said in str(err.value), str(err.value)
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_a_search_that_cannot_finish_in_its_job_is_refused_before_any_gpu_hour(recipes):
     """Its probes share one allocation and cannot be split over several, as a grid's points can (allocations: fit)."""
     edit(recipes / "kimi-k3/gb200/dep_offload_search.yaml", "max_probes: 6", "max_probes: 12")
@@ -136,6 +139,7 @@ def test_an_answer_taken_before_the_search_ends_says_so_and_names_the_next_probe
 H200_SEARCH = Path(__file__).parent / "data" / "h200-7b-search"
 
 
+@pytest.mark.catalog("h200-7b")
 def test_the_h200_search_probed_what_the_rule_says_and_its_stored_answer_is_its_probes(recipes):
     """#32 on the H200 (tests/data/h200-7b-search, 2026-12-04): five probes of llama-7b-h200-vllm_search stored
     before the lent machine went back during the sixth. Replayed through the decision rule they are the probes the

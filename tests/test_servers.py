@@ -131,6 +131,7 @@ def test_local_profiles_render_for_this_machine(catalog):
     assert dyn.proc("worker0").env["DYN_DISCOVERY_BACKEND"] == "file"
 
 
+@pytest.mark.catalog("local")
 def test_argv_is_a_list_and_hostile_values_stay_literal(catalog, recipes):
     edit(recipes / "local/base.yaml", "served-model-name: tiny", "served-model-name: 'x; rm -rf ~ $(id)'")
     prof = by_id(Catalog.load(recipes), "tiny-llama-cpu-vllm")
@@ -169,6 +170,7 @@ def test_vllm_serve_flag_on_dynamo_worker_is_rejected_at_collection(pytester, re
     ("headless: true", "derived from the layout"),
     ("no-such-flag: 1", "--no-such-flag is not accepted"),
 ])
+@pytest.mark.catalog("kimi-k3")
 def test_bad_worker_flags_name_flag_and_entrypoint(recipes, flag, why):
     edit(recipes / "kimi-k3/gb200/tep.yaml", "        max-num-seqs: 32\n", f"        max-num-seqs: 32\n        {flag}\n")
     from servebench.core.errors import ConfigError
@@ -197,6 +199,7 @@ def test_local_offload_arm_renders_the_connector(catalog):
     assert list(offload_dram_budget(prof)) == []
 
 
+@pytest.mark.catalog("local")
 def test_offload_pool_above_the_dram_budget_is_caught(recipes):
     edit(recipes / "local/dynamo_offload.yaml", '"cpu_bytes_to_use":1073741824', '"cpu_bytes_to_use":21474836480')
     from servebench.core.errors import ConfigError
@@ -258,6 +261,7 @@ def test_running_versions_must_match_the_recipe_identity(catalog):
         check_identity(prof, {"vllm": "0.31.0", "dynamo": "1.6.0"})
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_per_rank_dp_launch_and_per_node_environment(catalog, recipes):
     edit(recipes / "kimi-k3/gb200/dep.yaml", "  backend:\n", "  backend:\n    dp_launch_mode: per_rank\n")
     prof = by_id(Catalog.load(recipes), "kimi-k3-gb200-dep")
@@ -306,6 +310,7 @@ def test_a_port_taken_by_one_kind_is_never_given_to_another():
     ("dyn-tool-call-parser: kimi_k2", "; it is a `dynamo.vllm` flag: drop it"),   # another frontend's worker takes it
     ("router-mode: kv", None),                 # only the Dynamo frontend's own process takes it: not a worker flag
 ])
+@pytest.mark.catalog("local")
 def test_a_flag_of_another_frontends_worker_is_named_on_vllm_serve(recipes, flag, hint):
     from servebench.core.errors import ConfigError
     edit(recipes / "local/vllm.yaml", "  frontend:\n    type: vllm\n",

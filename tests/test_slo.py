@@ -112,6 +112,7 @@ def test_the_slo_gate_passes_a_met_tier_and_fails_a_missed_or_unresolved_one(slo
     assert tier.batches == 20 and f"| 20 | {tier.verdict} |" in page and ", 20 batch means)" in check.message
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_a_gate_naming_a_tier_that_is_not_defined_is_refused_naming_the_file(recipes):
     edit(recipes / "kimi-k3/gb200/dep.yaml", "  name: dep\n", "  name: dep\n  gates: {slo: fast}\n")
     with pytest.raises(ConfigError) as err:

@@ -64,6 +64,7 @@ def test_stage_imports_each_missing_image_once_in_a_one_node_step(slurm, recipes
     assert "servebench stage: vllm/vllm-openai:kimi-k3: imported already" in capfd.readouterr().out
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_an_hf_model_runs_its_setup_script_and_stages_its_tokenizer_by_repo_id(recipes, tmp_path):
     """#31 defect 6: an `hf:` model (the engine downloads it; no node has its directory) skipped the recipe's setup
     script (it waited for a directory named after the repo id) and nothing staged its tokenizer for the offline

@@ -48,6 +48,7 @@ def test_every_per_node_flag_the_plan_writes_is_owned_by_the_launcher(catalog):
 
 
 @pytest.mark.parametrize("flag", sorted(DERIVED_FLAGS))
+@pytest.mark.catalog("kimi-k3")
 def test_a_recipe_may_not_set_a_derived_flag(recipes, flag):
     edit(recipes / "kimi-k3/gb200/dep.yaml", "        max-num-seqs: 64\n", f"        max-num-seqs: 64\n        {flag}: x\n")
     prof = by_id(Catalog.load(recipes, skip_rules={"entrypoint-flags", "flag-values"}), "kimi-k3-gb200-dep")
@@ -55,6 +56,7 @@ def test_a_recipe_may_not_set_a_derived_flag(recipes, flag):
     assert any(f"--{flag} is derived from the layout" in p.message for p in found), found
 
 
+@pytest.mark.catalog("kimi-k3")
 def test_a_recipe_port_reaches_every_node_once(recipes):
     edit(recipes / "kimi-k3/gb200/dep.yaml", "        max-num-seqs: 64\n",
          "        max-num-seqs: 64\n        master-port: 29777\n")

@@ -22,6 +22,7 @@ def test_the_size_estimate_is_within_a_quarter_of_the_generated_trace(shape):
     assert 0.75 < trace_bytes(sh, 100) / real < 1.25
 
 
+@pytest.mark.catalog("local")
 def test_a_concurrency_whose_trace_cannot_be_built_is_refused_before_anything_runs(recipes):
     edit(recipes / "local/vllm.yaml", "  name: vllm\n",
          "  name: vllm\n  waive: {batch-capacity: 'a stress test of the client, on purpose'}\n")

@@ -7,29 +7,22 @@ spec decoding, CUDA-graph sizes and JSON flags); each case below breaks one thin
 from pathlib import Path
 
 import os
-import shutil
 
 import pytest
 
 from servebench.core.errors import ConfigError
 from servebench.catalog.loader import Catalog
-from tests.conftest import REPO, edit, run_cli
+from tests.conftest import catalog_copy, edit, run_cli
 
 G = "kimi-k3/gb200/"
 OFF = "137438953472"
 
 
-OTHER_PROFILES = ("h200", "h200x2", "local")       # the cases below break kimi-k3/gb200 unless they name another
-
-
 @pytest.fixture
 def gb200(tmp_path: Path) -> Path:
-    """A copy of the shipped catalog without the profile folders a GB200 case does not touch (clusters, models,
-    presets and configs stay): each load builds the 4 GB200 profiles, not all 15."""
-    dst = tmp_path / "recipes"
-    shutil.copytree(REPO / "recipes", dst, ignore=lambda d, names: OTHER_PROFILES if Path(d) == REPO / "recipes"
-                    else ())
-    return dst
+    """A copy of the shipped catalog with only kimi-k3's profile folder (and the shared clusters, models, presets and
+    configs): each load builds its 5 GB200 profiles, not all 22. A case below breaks one of them."""
+    return catalog_copy(tmp_path / "recipes", "kimi-k3")
 
 
 def problems(recipes: Path):
@@ -271,6 +264,7 @@ def test_changelog_check_outside_a_git_work_tree(tmp_path, repo):
     assert res.returncode == 1 and "is not in a git work tree" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.catalog("local")
 def test_an_advisory_rule_can_be_waived_on_purpose_with_a_reason(recipes):
     """A deliberately slowed run (max-num-seqs below the largest concurrency) loads only with a waiver that says
     why; the waiver is listed with every run and does not change the recipe fingerprint."""
@@ -292,6 +286,7 @@ def test_an_advisory_rule_can_be_waived_on_purpose_with_a_reason(recipes):
     ("capacity: it does not fit but run it anyway", "waive.capacity"),          # not an advisory rule
     ("batch-capacity: why", "waive.batch-capacity"),                            # no real reason
 ])
+@pytest.mark.catalog("local")
 def test_a_waiver_of_a_rule_that_cannot_be_waived_or_without_a_reason_is_refused(recipes, waiver, fragment):
     edit(recipes / "local/_sweep.yaml", "  gates:\n", f"  waive:\n    {waiver}\n  gates:\n")
     got = problems(recipes)
@@ -318,6 +313,7 @@ def test_an_empty_recipes_folder_is_an_error_not_zero_valid_points(tmp_path):
     ("      compilation-config: '{\"cudagraph_capture_size\": [8]}'",
      "--compilation-config has no field 'cudagraph_capture_size' (CompilationConfig refuses unknown fields)"),
 ])
+@pytest.mark.catalog("local")
 def test_values_the_engine_refuses_at_start_are_refused_offline(recipes, line, expected):
     """Bounds and shapes read from vLLM's own config classes into the flag table (servebench/tools/flag_table.py):
     a recipe that would stop at engine start-up, after the model has loaded, stops here, naming the flag."""
@@ -327,6 +323,7 @@ def test_values_the_engine_refuses_at_start_are_refused_offline(recipes, line, e
     assert any(expected in p and "base.yaml" in p for p in found), found
 
 
+@pytest.mark.catalog("local")
 def test_values_inside_the_engines_bounds_pass(recipes):
     edit(recipes / "local/base.yaml", "      max-num-seqs: 16",
          "      max-num-seqs: 16\n      block-size: 16\n      compilation-config: {cudagraph_capture_sizes: [1, 2, 4]}")
@@ -338,6 +335,7 @@ def test_values_inside_the_engines_bounds_pass(recipes):
     ("      compilation-config: {cudagraph_capture_sizes: [8, 16.5]}",
      "cudagraph_capture_sizes must be a list of whole numbers, got [8, 16.5]"),
 ])
+@pytest.mark.catalog("h200")
 def test_the_h200_flag_table_has_vllm_0_26s_own_bounds(recipes, line, expected):
     """The H200 clusters' table (dynamo-1.4.0_vllm-0.26.0, written on the lent H200 by servebench/tools/flag_table.py
     from vLLM 0.26.0's own config classes) refuses what that engine refuses, as the CPU table does for 0.31.0."""
