@@ -44,7 +44,7 @@ def test_each_shared_concurrency_gets_its_change_with_an_interval_and_a_verdict(
     out = folder_of_the_pair(catalog, tmp_path)
     rep = write(out.root)
     (pair,) = offload.pairs(rep.points)
-    found = ab.gains(out.root, rep.points, pair)
+    found = dict(rep.ab)[pair]                         # ab.gains as the report computed it for its table and plot
     tps = found[8]["output_tps_per_gpu"]
     assert tps.low < tps.rel < tps.high and tps.basis == "within-run bootstrap", tps
     # #33 item 4: the same changes in junit's session-wide properties (the plugin adds them after the report)
@@ -206,7 +206,7 @@ def test_the_ab_plot_draws_each_changes_interval_on_the_offload_arm(catalog, tmp
     out = folder_of_the_pair(catalog, tmp_path)
     rep = write(out.root)
     (pair,) = offload.pairs(rep.points)
-    rows, found = offload.rows(rep.points, pair), ab.gains(out.root, rep.points, pair)
+    rows, found = offload.rows(rep.points, pair), dict(rep.ab)[pair]
     ((i, y, below, above),) = plots.interval_bars(rows, found, "output_tps_per_gpu", "tps_gpu")
     ch, row = found[8]["output_tps_per_gpu"], rows[0]
     assert i == 0 and y == row["offload_tps_gpu"]
@@ -229,9 +229,9 @@ def test_each_arms_slo_search_answer_stands_side_by_side_in_the_ab_section(catal
             {"profile": profile, "tier": tier, "target": 0.95, "limits": {"ttft_ms": 500.0}, "answer": answer,
              "bracket": bracket, "why": "test",
              "cliff": None, "probes": []}))
-    write(out.root)
+    rep = write(out.root)
     page = out.report.joinpath("report.md").read_text().split("### Offload A/B", 1)[1]
     assert "| chat | c16 [c16, c24] | c24 [c24, c32] | +8 |" in page
     assert "| batch | not searched | none in its range (first probe missed: c8) | — |" in page
-    (pair,) = offload.pairs(write(out.root).points)
+    (pair,) = offload.pairs(rep.points)
     assert ab.tier_answers(pair, []) == []
