@@ -229,6 +229,26 @@ def test_retarget_keeps_the_shape_and_runs_every_step_in_a_container(catalog):
         retarget(prof, catalog.clusters["slurm-local"])
 
 
+def test_login_preflight_names_each_missing_image_file_named_or_mapped(catalog, tmp_path):
+    """pyxis fails a step whose --container-image file is missing: the login check names each, whether the cluster maps
+    the image's name to it (slurm.images) or names the file itself (the infra's image on gb200-local)."""
+    serve, infra = tmp_path / "serve.sqsh", tmp_path / "infra.sqsh"
+    serve.write_bytes(b"hsqs")
+    cl = catalog.clusters["gb200-local"]
+    cl = cl.model_copy(update={
+        "slurm": cl.slurm.model_copy(update={"images": {"vllm/vllm-openai:kimi-k3": str(serve)}}),
+        "runtime": cl.runtime.model_copy(update={"infra": cl.runtime.infra.model_copy(update={"image": str(infra)})})})
+    local = retarget(by_id(catalog, "kimi-k3-gb200-dep"), cl)
+    where = placement_for(local, ["n1"] * 4, ["n1"] * 4, "/w", root=str(REPO))
+    assert where.image == str(serve) and where.infra_image == str(infra)
+    assert [(f.check, f.message.split(",")[0]) for f in login_findings(local, where)] == [("imported image", str(infra))]
+    serve.unlink()
+    infra.write_bytes(b"hsqs")
+    found = login_findings(local, where)
+    assert [(f.check, f.message.split(",")[0]) for f in found] == [("imported image", str(serve))]
+    assert "servebench stage kimi-k3-gb200-dep --images" in found[0].fix
+
+
 def test_each_step_is_a_pyxis_container_with_the_recipes_environment_over_the_images(catalog):
     """As gb200-nv runs them: every step names the imported image (etcd/NATS their own), the profile's mounts, and in
     --container-env the names of its own environment, which pyxis would otherwise let the image's ENV override (the

@@ -109,13 +109,19 @@ def login_findings(profile: Profile, where: Placement, dropped: tuple[str, ...] 
                            f"the recipe runs in {image}; cluster {cl.name} runs no containers, so every process runs in "
                            f"{where.python} instead (its versions are checked on the nodes)",
                            "run on a cluster with slurm.pyxis: true to check the image itself"))
-    for name, file in sorted(cl.slurm.images.items()):
-        used = name in (image, cl.runtime.infra.image, cl.runtime.client.image)
-        if used and where.containers and not Path(file).is_file():
+    used = {name for name in (image, cl.runtime.infra.image, cl.runtime.client.image) if name}
+    for name in sorted(used if where.containers else ()):
+        file = cl.slurm.images.get(name)
+        if file and not Path(file).is_file():
             out.append(Finding("login", None, "image", "imported image",
                                f"{file}, the import of {name} that every step runs in (slurm.images), does not exist",
                                f"import it once: servebench stage {profile.id} --images (a one-node srun step: "
                                f"enroot import -o {file} docker://{name})"))
+        elif name.startswith("/") and not Path(name).is_file():      # a squashfs file named directly: pyxis fails
+            out.append(Finding("login", None, "image", "imported image",
+                               f"{name}, an image file a step runs in (recipes/clusters/{cl.name}.yaml), does not exist",
+                               f"import it there once (enroot import -o {name} docker://IMAGE), or name the image "
+                               "and its file in slurm.images"))
     if dropped:
         out.append(Finding("login", None, "image", "slurm options",
                            f"cluster {cl.name} does not apply the recipe's {', '.join('--' + k for k in dropped)} "
