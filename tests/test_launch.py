@@ -241,7 +241,8 @@ def test_login_preflight_names_each_missing_image_file_named_or_mapped(catalog, 
     local = retarget(by_id(catalog, "kimi-k3-gb200-dep"), cl)
     where = placement_for(local, ["n1"] * 4, ["n1"] * 4, "/w", root=str(REPO))
     assert where.image == str(serve) and where.infra_image == str(infra)
-    assert [(f.check, f.message.split(",")[0]) for f in login_findings(local, where)] == [("imported image", str(infra))]
+    found = login_findings(local, where)
+    assert [(f.check, f.message.split(",")[0]) for f in found] == [("imported image", str(infra))]
     serve.unlink()
     infra.write_bytes(b"hsqs")
     found = login_findings(local, where)

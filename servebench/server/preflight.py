@@ -119,7 +119,7 @@ def login_findings(profile: Profile, where: Placement, dropped: tuple[str, ...] 
                                f"enroot import -o {file} docker://{name})"))
         elif name.startswith("/") and not Path(name).is_file():      # a squashfs file named directly: pyxis fails
             out.append(Finding("login", None, "image", "imported image",
-                               f"{name}, an image file a step runs in (recipes/clusters/{cl.name}.yaml), does not exist",
+                               f"{name}, an image file a step runs in (clusters/{cl.name}.yaml), does not exist",
                                f"import it there once (enroot import -o {name} docker://IMAGE), or name the image "
                                "and its file in slurm.images"))
     if dropped:
