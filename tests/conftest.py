@@ -61,6 +61,22 @@ def repo() -> Path:
     return REPO
 
 
+# The plugins a session of the suite needs: its own, and xdist (whose hooks it implements). Entry points found in this
+# venv beside them (hypothesis, anyio, pytest-timeout) have nothing to do with what those sessions check.
+SUITE_PLUGINS = "xdist.plugin,servebench.plugin"
+
+
+@pytest.fixture
+def pytester(pytester, monkeypatch):
+    """pytester, whose sessions (and their xdist workers) load SUITE_PLUGINS only, not every entry point installed:
+    each in-process session restores sys.modules when it ends, so what another plugin imports in it (hypothesis at
+    its terminal summary) was imported again by the next. Loading through the pytest11 entry point itself is what
+    tests/test_plugin.py's install test checks, in a fresh venv."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("PYTEST_PLUGINS", SUITE_PLUGINS)
+    return pytester
+
+
 # The catalog's shared parts: cluster and model files, presets, configs and the declaration. Every other top-level
 # folder of recipes/ holds profiles, which extend only files of their own folder and presets/.
 SHARED = ("clusters", "models", "presets", "configs", "catalog.yaml")

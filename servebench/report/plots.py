@@ -10,6 +10,9 @@ from servebench.report.offload import Pair
 from servebench.results.model import PointResult
 
 
+PNG_COMPRESS_LEVEL = 1       # zlib's level for every plot (servebench.report.plots._save)
+
+
 def _pyplot():
     import matplotlib
     matplotlib.use("Agg")
@@ -19,9 +22,10 @@ def _pyplot():
 
 def _save(fig, out: Path, **margins) -> Path:
     """Write the figure with fixed margins (``fig.subplots_adjust``; tight_layout drew every plot twice, a third
-    of its cost) and close it."""
+    of its cost) and close it. PNG at zlib level 1, not PIL's default 6: 0.86x the CPU for files 1.11x the size
+    (benchmarks/plot_cost.py measures both in one run; docs/measurements.md)."""
     fig.subplots_adjust(**{"left": 0.1, "right": 0.97, "bottom": 0.1, "top": 0.92, **margins})
-    fig.savefig(out)
+    fig.savefig(out, pil_kwargs={"compress_level": PNG_COMPRESS_LEVEL})
     _pyplot().close(fig)
     return out
 
