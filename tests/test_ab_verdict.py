@@ -40,9 +40,15 @@ def edit_point(out, case: str, change) -> None:
     path.write_text(json.dumps(data))
 
 
-def test_each_shared_concurrency_gets_its_change_with_an_interval_and_a_verdict(catalog, tmp_path):
-    out = folder_of_the_pair(catalog, tmp_path)
-    rep = write(out.root)
+@pytest.fixture(scope="module")
+def pair_report(catalog, tmp_path_factory):
+    """The pair's folder and its report, written once for the tests that only read them."""
+    out = folder_of_the_pair(catalog, tmp_path_factory.mktemp("pair"))
+    return out, write(out.root)
+
+
+def test_each_shared_concurrency_gets_its_change_with_an_interval_and_a_verdict(pair_report):
+    out, rep = pair_report
     (pair,) = offload.pairs(rep.points)
     found = dict(rep.ab)[pair]                         # ab.gains as the report computed it for its table and plot
     tps = found[8]["output_tps_per_gpu"]
@@ -199,12 +205,11 @@ def test_each_frontend_counts_its_ready_workers_its_own_way():
     assert DynamoFrontend().ready_workers(plan, answers) == 2        # what the frontend's router lists
 
 
-def test_the_ab_plot_draws_each_changes_interval_on_the_offload_arm(catalog, tmp_path):
+def test_the_ab_plot_draws_each_changes_interval_on_the_offload_arm(pair_report):
     """#33 item 4: the interval of the change B / A - 1 on the offload arm's bar and line: base x (1 + low) to
     base x (1 + high)."""
     from servebench.report import plots
-    out = folder_of_the_pair(catalog, tmp_path)
-    rep = write(out.root)
+    out, rep = pair_report
     (pair,) = offload.pairs(rep.points)
     rows, found = offload.rows(rep.points, pair), dict(rep.ab)[pair]
     ((i, y, below, above),) = plots.interval_bars(rows, found, "output_tps_per_gpu", "tps_gpu")
