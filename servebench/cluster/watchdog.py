@@ -34,7 +34,7 @@ class Guard:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package, os.environ.get("PYTHONPATH")) if p)}
         with open(log_path, "ab") as err:
             # run as a file (-P: its folder not on the path), so that only servebench.core loads, not the backends and
-            # the recipe schema of servebench.cluster's __init__ (~0.06 CPU-s to start instead of ~0.25)
+            # the recipe schema that servebench.cluster's __init__ imports (docs/measurements.md: its start's cost)
             self.popen = subprocess.Popen([sys.executable, "-P", __file__, str(grace_s)],
                                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, env=env,
                                           start_new_session=True, text=True)
