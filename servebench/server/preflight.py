@@ -26,7 +26,7 @@ from servebench.core.results_folder import ProfileFolder, ResultsFolder
 from servebench.recipe.profile import Profile
 from servebench.catalog.flag_rules import OBJECT_FLAGS
 from servebench.catalog.budget import PREFLIGHT_TIMEOUT_S
-from servebench.cluster.request import draft_dir, model_argument
+from servebench.cluster.request import draft_dir, image_file, model_argument
 from servebench.server import frontends, mounts
 from servebench.server.containers import preamble_said
 from servebench.tools import PREFLIGHT, in_folder, preamble_command
@@ -111,17 +111,15 @@ def login_findings(profile: Profile, where: Placement, dropped: tuple[str, ...] 
                            "run on a cluster with slurm.pyxis: true to check the image itself"))
     used = {name for name in (image, cl.runtime.infra.image, cl.runtime.client.image) if name}
     for name in sorted(used if where.containers else ()):
-        file = cl.slurm.images.get(name)
-        if file and not Path(file).is_file():
-            out.append(Finding("login", None, "image", "imported image",
-                               f"{file}, the import of {name} that every step runs in (slurm.images), does not exist",
-                               f"import it once: servebench stage {profile.id} --images (a one-node srun step: "
-                               f"enroot import -o {file} docker://{name})"))
-        elif name.startswith("/") and not Path(name).is_file():      # a squashfs file named directly: pyxis fails
-            out.append(Finding("login", None, "image", "imported image",
-                               f"{name}, an image file a step runs in (clusters/{cl.name}.yaml), does not exist",
-                               f"import it there once (enroot import -o {name} docker://IMAGE), or name the image "
-                               "and its file in slurm.images"))
+        file, mapped = image_file(profile, name), name in cl.slurm.images
+        if (mapped or file.startswith("/")) and not Path(file).is_file():     # a registry name is pulled in the step
+            out.append(Finding(
+                "login", None, "image", "imported image",
+                f"{file}, " + (f"the import of {name} that every step runs in (slurm.images)" if mapped else
+                               f"an image file a step runs in (clusters/{cl.name}.yaml)") + ", does not exist",
+                f"import it once: servebench stage {profile.id} --images (a one-node srun step: enroot import -o "
+                f"{file} docker://{name})" if mapped else f"import it there once (enroot import -o {file} "
+                "docker://IMAGE), or name the image and its file in slurm.images"))
     if dropped:
         out.append(Finding("login", None, "image", "slurm options",
                            f"cluster {cl.name} does not apply the recipe's {', '.join('--' + k for k in dropped)} "
