@@ -84,6 +84,10 @@ def test_any_requests_read_back_unchanged(tmp_path_factory, reqs):
                                                                                                "'2' is not 0 or 1"),
     (lambda lines: [lines[0], "profiling,1"] + lines[2:], "line 2: 2 cells, the header has 14"),
     (lambda lines: [lines[0], lines[1], "," + lines[2].split(",", 1)[1]] + lines[3:], "line 3: column phase: empty"),
+    (lambda lines: [lines[0], lines[1], ",".join(["profiling", "1", "nan", *lines[2].split(",")[3:]])] + lines[3:],
+     "line 3: column start_s: 'nan' is not a finite number"),
+    (lambda lines: lines[:-1] + [",".join([*lines[-1].split(",")[:10], "2.5", *lines[-1].split(",")[11:]])],
+     "line 406: column turn: invalid literal for int()"),        # the last of 405 rows
 ])
 def test_an_edited_requests_file_is_refused_naming_the_line_and_column(tmp_path, edit, where):
     path = request_file.write(tmp_path / "requests.csv", aiperf_records.read(RECORDED).profiled)

@@ -12,6 +12,7 @@ a later servebench may add some.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import io
 import math
@@ -29,6 +30,7 @@ COLUMNS: tuple[tuple[str, type], ...] = (
 REQUIRED = ("phase", "ok", "end_s", "ttft_ms", "latency_ms", "output_tokens")
 NEVER_EMPTY = ("phase", "ok")
 ERROR = {"error_code": "code", "error_type": "type", "error_message": "message"}
+FIELDS = tuple(f.name for f in dataclasses.fields(Request))     # Request's own order, for its positional arguments
 
 
 def _cell(value) -> str:
@@ -92,16 +94,57 @@ def read(path: Path | str) -> list[Request]:
                          f"it starts with the columns {', '.join(n for n, _ in COLUMNS)})")
     kinds = dict(COLUMNS)
     plan = [(i, name, kinds[name], name in NEVER_EMPTY) for i, name in enumerate(header) if name in kinds]
+    body = list(rows)
+    columns = _columns(plan, body, len(header))
+    if columns is None:               # a cell the column-wise read is not sure of: the careful read names it
+        columns = _careful(path, plan, body, len(header))
+    got = {name: values for (_, name, _, _), values in zip(plan, columns)}
+    none = [None] * len(body)
+    errors = [None if code is None and kind is None and message is None else
+              {"code": code, "type": kind, "message": message}
+              for code, kind, message in zip(*(got.get(k, none) for k in ERROR))]
+    return [Request(*fields) for fields in zip(*(errors if name == "error" else got.get(name, none)
+                                                  for name in FIELDS))]
+
+
+def _columns(plan: list, body: list[list[str]], width: int) -> list[list] | None:
+    """Each planned column's values, a column at a time; None where a row or a cell is not plainly valid (a row of
+    another width, an empty needed cell, a cell that does not parse or is not finite): ``_careful`` then reads the
+    file cell by cell and says where."""
+    if any(len(row) != width for row in body):
+        return None
+    cells = list(zip(*body)) if body else [()] * width
     out = []
-    for line, row in enumerate(rows, start=2):
-        if len(row) != len(header):
-            raise ValueError(f"{path}: line {line}: {len(row)} cells, the header has {len(header)}")
-        fields = {}
-        for i, name, kind, needed in plan:
+    for i, _, kind, needed in plan:
+        col = cells[i]
+        if needed and "" in col:
+            return None
+        try:
+            if kind is float:
+                values = [float(c) if c else None for c in col]
+                if not math.isfinite(sum(filter(None, values))):   # nan or inf (or a sum past the float range)
+                    return None
+            elif kind is bool:
+                if not set(col) <= {"0", "1", ""}:
+                    return None
+                values = [c == "1" if c else None for c in col]
+            else:
+                values = [kind(c) if c else None for c in col]
+        except ValueError:
+            return None
+        out.append(values)
+    return out
+
+
+def _careful(path: Path, plan: list, body: list[list[str]], width: int) -> list[list]:
+    """``_columns`` cell by cell: ValueError naming the file, the line and the column of the first bad cell."""
+    out: list[list] = [[] for _ in plan]
+    for line, row in enumerate(body, start=2):
+        if len(row) != width:
+            raise ValueError(f"{path}: line {line}: {len(row)} cells, the header has {width}")
+        for values, (i, name, kind, needed) in zip(out, plan):
             try:
-                fields[name] = _parse(kind, row[i], needed)
+                values.append(_parse(kind, row[i], needed))
             except ValueError as err:
                 raise ValueError(f"{path}: line {line}: column {name}: {err}") from None
-        error = {v: fields.pop(k, None) for k, v in ERROR.items()}
-        out.append(Request(**fields, error=error if any(x is not None for x in error.values()) else None))
     return out
