@@ -45,21 +45,30 @@ def tpot_ms(q: Request) -> float | None:
     return (q.latency_ms - q.ttft_ms) / (q.output_tokens - 1)
 
 
-_VALUE = {"ttft_ms": lambda q: q.ttft_ms, "tpot_ms": tpot_ms, "e2e_ms": lambda q: q.latency_ms}   # by limit
-
-
 def good(q: Request, limits: dict[str, float]) -> bool:
     """Whether the request met every limit (a tier's ``SloTier.limits``, which builds them anew on each read: the
     caller reads them once for all its requests)."""
-    if not q.ok or q.latency_ms is None:
-        return False
-    for name, limit in limits.items():
-        value = _VALUE[name](q)
-        if value is None and not (name == "tpot_ms" and (q.output_tokens or 0) < 2):
+    return judge(limits)(q)
+
+
+def judge(limits: dict[str, float]):
+    """``good`` for one tier's limits, made once and asked of each request (the limits looked up once, not per
+    request): a failed or unfinished request is not good; a missing TTFT misses a TTFT limit, and a TPOT limit
+    unless the answer had fewer than two tokens (no later token to be late)."""
+    unknown = set(limits) - set(NAMES)
+    if unknown:
+        raise KeyError(f"no such limit: {', '.join(sorted(unknown))} (the limits are {', '.join(NAMES)})")
+    ttft, tpot, e2e = (limits.get(name) for name in NAMES)
+
+    def met(q: Request) -> bool:
+        if not q.ok or q.latency_ms is None or (e2e is not None and q.latency_ms > e2e):
             return False
-        if value is not None and value > limit:
+        if ttft is not None and (q.ttft_ms is None or q.ttft_ms > ttft):
             return False
-    return True
+        if tpot is not None and (q.output_tokens or 0) >= 2:
+            return q.ttft_ms is not None and not (q.latency_ms - q.ttft_ms) / (q.output_tokens - 1) > tpot
+        return True
+    return met
 
 
 BATCHES = 20             # batch means of the good/not-good sequence (Schmeiser 1982: 10-30 for an interval)
@@ -84,8 +93,7 @@ def tier_result(name: str, tier: SloTier, requests: list[Request], window_s: flo
     """The tier at one point, from its profiled requests (in any order; judged in the order they were sent), its
     interval at ``confidence`` (two-sided)."""
     sent = sorted(requests, key=lambda q: (q.start_s is None, q.start_s or 0.0))
-    limits = tier.limits
-    flags = [good(q, limits) for q in sent]
+    flags = list(map(judge(tier.limits), sent))
     n, k = len(flags), sum(flags)
     share = k / n if n else None
     rho = lag1(flags)
