@@ -66,7 +66,8 @@ def judge(limits: dict[str, float]):
         if ttft is not None and (q.ttft_ms is None or q.ttft_ms > ttft):
             return False
         if tpot is not None and (q.output_tokens or 0) >= 2:
-            return q.ttft_ms is not None and not (q.latency_ms - q.ttft_ms) / (q.output_tokens - 1) > tpot
+            value = tpot_ms(q)                 # None only without a TTFT here
+            return value is not None and not value > tpot
         return True
     return met
 
