@@ -14,9 +14,15 @@ def servebench(*args, cwd):
     return run_cli(*args, cwd=cwd)
 
 
-def test_the_console_entry_point_runs(repo):
-    res = subprocess.run([sys.executable, "-m", "servebench", "matrix", "tp"], cwd=repo, capture_output=True, text=True)
+def test_the_console_entry_point_runs_and_loads_no_history_for_a_recipe_command(repo):
+    """`python -m servebench matrix` runs; the results history's modules (numpy, the comparisons) load only for the
+    commands that read a history (`-X importtime` lists every module the command imported)."""
+    res = subprocess.run([sys.executable, "-X", "importtime", "-m", "servebench", "matrix", "tp"], cwd=repo,
+                         capture_output=True, text=True)
     assert res.returncode == 0 and "kimi-k3-gb200-tp-c8" in res.stdout, res.stderr
+    loaded = {line.rsplit("|", 1)[1].strip() for line in res.stderr.splitlines() if line.startswith("import time:")}
+    assert "servebench.catalog.loader" in loaded                           # the listing sees what it reads
+    assert not {m for m in loaded if m == "numpy" or m.startswith("servebench.history")}, sorted(loaded)
 
 
 def test_recipe_prints_the_merged_overlay(repo):

@@ -12,9 +12,9 @@ from pathlib import Path
 from servebench.cli.base import CHANGELOG, HISTORY, JSON, Command
 from servebench.core.format import interval, number
 from servebench.core.results_folder import ResultsFolder
-from servebench.history import changelog, machines, noise, queries, store
-from servebench.history.compare import compare_point
 from servebench.results import metrics as registry
+
+# The history's modules (numpy, sqlite, the comparisons) load when a history command runs, not at every start.
 
 def db(args) -> Path:
     """--history, else the history of ./results (looked up when a command runs, never at import)."""
@@ -31,6 +31,7 @@ class HistoryAdd(Command):
         parser.add_argument("--commit", help="git commit the run measured (a benchmark session records its own)")
 
     def run(self, args) -> int:
+        from servebench.history import store
         added = store.add(db(args), args.results, args.commit)
         for name, why in sorted(added.skipped.items()):
             print(f"{ResultsFolder.at(args.results).points / name}: skipped: {why}")
@@ -47,6 +48,7 @@ class HistoryList(Command):
     options = (HISTORY,)
 
     def run(self, args) -> int:
+        from servebench.history import store
         with closing(store.connect(db(args), create=False)) as con:
             rows = store.runs(con)
         for r in rows:
@@ -65,6 +67,7 @@ class HistoryNoise(Command):
                             choices=[m.name for m in registry.compared() if m.pooled])
 
     def run(self, args) -> int:
+        from servebench.history import noise, queries, store
         metric = registry.METRICS[args.metric]
         with closing(store.connect(db(args), create=False)) as con:
             clusters = [c for (c,) in con.execute("SELECT DISTINCT cluster FROM points ORDER BY cluster")]
@@ -99,6 +102,8 @@ class HistoryNoise(Command):
 def false_alarms(con, reps: list, metric: str, pooled) -> dict[str, int]:
     """Every pair of runs of a repeated point measured the same recipe: a verdict other than "within noise" on one
     is a false alarm. Counted for the run-to-run interval and for the bootstrap alone."""
+    from servebench.history import store
+    from servebench.history.compare import compare_point
     counts = {"pairs": 0, "run-to-run": 0, "bootstrap": 0}
     for r in reps:
         for a, b in combinations(r.runs, 2):
@@ -128,6 +133,7 @@ class CompareCommand(Command):
                                               "measured it)")
 
     def run(self, args) -> int:
+        from servebench.history import changelog, machines, queries, store
         with closing(store.connect(db(args), create=False)) as con:
             runs_b = queries.resolve_runs(con, args.run_b, profile=args.profile)
             runs_a = queries.resolve_runs(con, args.run_a, exclude=tuple(runs_b), profile=args.profile)

@@ -6,18 +6,21 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from servebench.catalog.loader import Catalog
-from servebench.catalog.points import Point, points, searches
 from servebench.core import yamlio
 from servebench.core.errors import ConfigError, Problem
 from servebench.core.results_folder import ResultsFolder
 from servebench.core.secrets import masked, masked_argv
 from servebench.cli.base import JSON, PROFILES, RESULTS_DIR, Command
-from servebench.recipe.profile import Profile
+
+if TYPE_CHECKING:                      # the catalog's schemas load when a command reads recipes, not at every start
+    from servebench.catalog.loader import Catalog
+    from servebench.recipe.profile import Profile
 
 
 def catalog(args, skip_rules=()) -> Catalog:
+    from servebench.catalog.loader import Catalog
     return Catalog.load(args.recipes, skip_rules=skip_rules)
 
 
@@ -76,6 +79,8 @@ class MatrixCommand(Command):
         parser.add_argument("profile", nargs="?", help="only this profile")
 
     def run(self, args) -> int:
+        from servebench.catalog.loader import Catalog
+        from servebench.catalog.points import points, searches
         cat, problems = Catalog.read(args.recipes)
         if problems and args.json:
             raise ConfigError(problems)
@@ -184,6 +189,7 @@ def budget_line(prof: Profile) -> str:
 
 def _print_load(prof: Profile, sp, target: str, assembly, alloc) -> None:
     """Where the load generator runs and its step's command, for the case named (or the profile's first point)."""
+    from servebench.catalog.points import Point
     from servebench.load import client
     from servebench.load.generator import generator_for
     from servebench.load.measure import invocation, job_for
