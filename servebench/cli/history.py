@@ -16,6 +16,7 @@ from servebench.results import metrics as registry
 
 # The history's modules (numpy, sqlite, the comparisons) load when a history command runs, not at every start.
 
+
 def db(args) -> Path:
     """--history, else the history of ./results (looked up when a command runs, never at import)."""
     return Path(args.history) if args.history else ResultsFolder.at("results").history

@@ -100,9 +100,8 @@ def read(path: Path | str) -> list[Request]:
         columns = _careful(path, plan, body, len(header))
     got = {name: values for (_, name, _, _), values in zip(plan, columns)}
     none = [None] * len(body)
-    errors = [None if code is None and kind is None and message is None else
-              {"code": code, "type": kind, "message": message}
-              for code, kind, message in zip(*(got.get(k, none) for k in ERROR))]
+    errors = [dict(zip(ERROR.values(), cells)) if cells.count(None) < len(ERROR) else None
+              for cells in zip(*(got.get(k, none) for k in ERROR))]
     return [Request(*fields) for fields in zip(*(errors if name == "error" else got.get(name, none)
                                                   for name in FIELDS))]
 
