@@ -41,28 +41,50 @@ class TraceSpec:
     marker: str = "servebench"     # keyspace marker, e.g. "<case id> <run id>"
 
 
+_N_CODE, _N_SYLLABLES = len(_CODE), len(_SYLLABLES)
+_BITS_CODE, _BITS_SYLLABLES, _BITS_3 = _N_CODE.bit_length(), _N_SYLLABLES.bit_length(), (3).bit_length()
+
+
 def _words(rng: random.Random, n: int) -> str:
     """``n`` words, each a code word (40%) or one to three syllables. The draws are ``rng.random``,
-    ``rng.choice`` and ``rng.randint(1, 3)``, written as the ``_randbelow`` calls they make (CPython's
-    random.py), so the same seed gives the same bytes at a third of the cost (tests/test_load.py pins them)."""
-    below, uniform, out = rng._randbelow, rng.random, []
+    ``rng.choice`` and ``rng.randint(1, 3)``, written out as what they do in CPython's random.py: ``randbelow(m)``
+    is ``getrandbits(m.bit_length())`` drawn again while ``>= m``. The same seed gives the same bytes for 0.27x the
+    CPU of those calls (tests/test_load.py pins the bytes; benchmarks/trace_cost.py measures both in one run)."""
+    bits, uniform, out = rng.getrandbits, rng.random, []
     for _ in range(n):
         if uniform() < 0.4:
-            out.append(_CODE[below(len(_CODE))])
-        else:
-            out.append("".join([_SYLLABLES[below(len(_SYLLABLES))] for _ in range(1 + below(3))]))
+            i = bits(_BITS_CODE)
+            while i >= _N_CODE:
+                i = bits(_BITS_CODE)
+            out.append(_CODE[i])
+            continue
+        k = bits(_BITS_3)
+        while k >= 3:
+            k = bits(_BITS_3)
+        parts = []
+        for _ in range(k + 1):
+            i = bits(_BITS_SYLLABLES)
+            while i >= _N_SYLLABLES:
+                i = bits(_BITS_SYLLABLES)
+            parts.append(_SYLLABLES[i])
+        out.append("".join(parts))
     return " ".join(out)
 
 
 def _skip_words(rng: random.Random, n: int) -> str:
     """``_words(rng, n)``'s draws without its words (""): the generator's state after them is the same."""
-    below, uniform = rng._randbelow, rng.random
+    bits, uniform = rng.getrandbits, rng.random
     for _ in range(n):
         if uniform() < 0.4:
-            below(len(_CODE))
-        else:
-            for _ in range(1 + below(3)):
-                below(len(_SYLLABLES))
+            while bits(_BITS_CODE) >= _N_CODE:
+                pass
+            continue
+        k = bits(_BITS_3)
+        while k >= 3:
+            k = bits(_BITS_3)
+        for _ in range(k + 1):
+            while bits(_BITS_SYLLABLES) >= _N_SYLLABLES:
+                pass
     return ""
 
 
