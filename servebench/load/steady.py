@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from servebench.core.stats import lag1, t_quantile
+
+if TYPE_CHECKING:      # numpy is imported where a series is analysed: every pytest start loads this module
+    import numpy as np
 
 BATCH = 5                  # MSER-5: batch means of 5 slices
 ALPHA = 0.05
@@ -56,6 +58,7 @@ class Steady:
 
 
 def batch_means(series: np.ndarray, size: int = BATCH) -> np.ndarray:
+    import numpy as np
     k = len(series) // size
     return series[:k * size].reshape(k, size).mean(axis=1) if k else np.zeros(0)
 
@@ -93,6 +96,7 @@ def cvm_cdf(x: float, tolerance: float = 1e-9) -> float:
 
 def hw_test(z: np.ndarray) -> tuple[float, float] | None:
     """(W, p-value) of the Heidelberger-Welch test on batch means ``z`` (None with fewer than MIN_BATCHES)."""
+    import numpy as np
     n = len(z)
     if n < MIN_BATCHES:
         return None
@@ -119,12 +123,14 @@ def batch_size(x: np.ndarray, start: int = BATCH, max_lag1: float = 0.2) -> int:
 def trim(x: np.ndarray) -> np.ndarray:
     """The series from its first non-zero slice to its last (before the generator sent anything, and after it
     stopped, the server is idle, not in any state of the run)."""
+    import numpy as np
     nz = np.flatnonzero(x)
     return x[nz[0]:nz[-1] + 1] if len(nz) else x[:0]
 
 
 def analyse(series: list[float] | np.ndarray, slice_s: float, alpha: float = ALPHA) -> Steady:
     """The steady-state analysis of a rate series (one value per slice; idle slices at either end left out)."""
+    import numpy as np
     x = np.asarray(series, dtype=float)
     x = trim(x[np.isfinite(x)])
     d = mser(batch_means(x)) * BATCH
@@ -151,6 +157,7 @@ def needed(p: float, confidence: float) -> int:
 
 def quantile_upper(values: list[float], p: float = 0.99, confidence: float = 0.99) -> float | None:
     """The order-statistic upper bound of the p-quantile at ``confidence`` (None with too few values)."""
+    import numpy as np
     xs = sorted(v for v in values if v is not None and math.isfinite(v))
     n = len(xs)
     if n < needed(p, confidence):

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from contextlib import closing
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from servebench.history import queries, store
-from servebench.history.compare import Change, compare_groups
 from servebench.plugin.session import of
 from servebench.results import metrics as registry
 from servebench.results import requests as request_file
 from servebench.results.model import PointResult
+
+if TYPE_CHECKING:        # the history (numpy with it) loads where a gate is asked for, not at every pytest start
+    from servebench.history.compare import Change
 
 GATED = "output_tps_per_gpu"
 
@@ -28,6 +30,8 @@ def against(config: pytest.Config, r: PointResult, requests: Path) -> tuple[str,
 def evidence(history: Path, key: str, r: PointResult, requests: Path) -> tuple[str, Change] | None:
     """(runs, change of output tok/s per GPU) of point ``r`` (its requests file: ``requests``) against the runs
     ``key`` names in ``history``, or None where none of them measured the point."""
+    from servebench.history import queries, store
+    from servebench.history.compare import compare_groups
     with closing(store.connect(history, create=False)) as con:
         runs = queries.resolve_runs(con, key)
         base = [p for run in runs if (p := store.point(con, run, r.identity.case_id)) is not None]

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import numpy as np
-
 from servebench.load.measure import Measurement
 from servebench.load.records import busy_fraction
 from servebench.load.series import client_open, counter_series, record_series, token_rates
@@ -213,6 +211,7 @@ def evidence_block(profiled: list) -> dict:
 
 
 def quantile(values: list, p: float = 0.99, confidence: float = 0.99) -> dict:
+    import numpy as np       # here, not with the module: every pytest start loads it (servebench.load.steady says)
     xs = [v for v in values if v is not None]
     need = needed(p, confidence)
     return {"estimate": float(np.percentile(xs, 100 * p)) if xs else None,

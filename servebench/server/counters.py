@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from prometheus_client.parser import text_string_to_metric_families
 
 # result field -> (metric family as prometheus_client names it, sample name, label filter)
 COUNTERS = {
@@ -96,12 +95,19 @@ def _wanted(text: str) -> str:
     return "\n".join(keep) + "\n"
 
 
+def _families(text: str):
+    """prometheus_client's parse of a /metrics page, imported at the first page: the package loads every collector
+    it has, which every pytest start paid when it was imported with this module (docs/measurements.md)."""
+    from prometheus_client.parser import text_string_to_metric_families
+    return text_string_to_metric_families(text)
+
+
 def parse(text: str, model_name: str | None = None) -> Snapshot:
     """One scrape of a vLLM (or Dynamo worker) /metrics page. ``model_name`` filters by the model_name label."""
     values = {name: 0.0 for name in (*COUNTERS, *GAUGES)}
     kv_max = block = cache = 0.0
     engines: set[str] = set()
-    for family in text_string_to_metric_families(_wanted(text)):
+    for family in _families(_wanted(text)):
         for sample in family.samples:
             labels = sample.labels
             if family.name == CACHE_CONFIG:     # no model_name label: one per engine
@@ -149,7 +155,7 @@ def kv_events(text: str) -> dict[str, float] | None:
     status (``ok``, ``block_not_found``, ...): the family whose name ends in ``kv_cache_events_applied``
     (``dynamo_component_`` or ``dynamo_kvrouter_`` as the release prefixes it). None where the page has none."""
     found: dict[str, float] | None = None
-    for family in text_string_to_metric_families(text):
+    for family in _families(text):
         if not family.name.removesuffix("_total").endswith(KV_EVENTS):     # _total: a page without TYPE lines
             continue
         found = found or {}

@@ -14,9 +14,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import httpx
 
 from servebench.cluster import Allocation
 from servebench.cluster.base import NodeProcess
@@ -29,9 +28,19 @@ from servebench.server import identity, machine, readiness
 from servebench.server.containers import preamble_said, unmet_needs
 from servebench.server.plan import ServerPlan
 
+if TYPE_CHECKING:
+    import httpx
+
 log = logging.getLogger(__name__)
 
 _VLLM_VERSION = re.compile(r"Initializing a V1 LLM engine \(v([0-9][^)\s]*)\)")
+
+
+def _http():
+    """httpx, imported where a deployment is first spoken to, not with this module: every pytest start loads it
+    (the plugin's fixtures), and httpx's import is about a tenth of that start's CPU (docs/measurements.md)."""
+    import httpx
+    return httpx
 
 
 class ServerError(RuntimeError):
@@ -74,16 +83,16 @@ class Deployment:
         if url is None:
             return None
         try:
-            with httpx.Client(timeout=10) as client:
+            with _http().Client(timeout=10) as client:
                 return metrics.kv_events(client.get(url).text)
-        except (httpx.HTTPError, ValueError) as err:
+        except (_http().HTTPError, ValueError) as err:
             log.warning("%s: no KV-event counters from %s: %s", self.profile.id, url, err)
             return None
 
     def ready_workers(self) -> tuple[int, int]:
         """(serving instances ready now, instances the deployment started with): asked at each point's start, so a
         worker lost between points is seen (its point fails) and an A/B of arms with unequal workers is no A/B."""
-        with httpx.Client(timeout=5) as client:
+        with _http().Client(timeout=5) as client:
             answers = {u: _json(client, u) for u in readiness.urls(self.plan)}
         return self.plan.frontend.ready_workers(self.plan, answers), self.plan.expected_instances
 
@@ -95,13 +104,13 @@ class Deployment:
         """One metrics snapshot per metrics URL (one per engine-owning process). A server that does not answer:
         ProcessDied if one of its processes has exited (that is the news), else ServerError naming the URL."""
         own = client is None
-        client = client or httpx.Client(timeout=10)
+        client = client or _http().Client(timeout=10)
         out = {}
         try:
             for url in self.plan.metrics_urls:
                 try:
                     out[url] = metrics.parse(client.get(url).text, self.plan.model_name)
-                except httpx.HTTPError as err:
+                except _http().HTTPError as err:
                     self.check()
                     raise ServerError(f"{self.profile.id}: {url} does not answer ({type(err).__name__}: "
                                       f"{err}); the servers' logs are in {self.log_dir}") from None
@@ -120,7 +129,7 @@ class Deployment:
         Returns (idle, seconds waited); exits as soon as the engines are idle."""
         start = time.monotonic()
         streak = [0]
-        with httpx.Client(timeout=10) as client:
+        with _http().Client(timeout=10) as client:
             def probe():
                 self.check()
                 snap = self.counters(client)
@@ -194,7 +203,7 @@ def preamble_notes(dep: Deployment) -> list[str]:
 def _json(client: httpx.Client, url: str) -> tuple[int, object]:
     try:
         resp = client.get(url)
-    except httpx.HTTPError as err:
+    except _http().HTTPError as err:
         return 0, f"{type(err).__name__}: {err}"
     try:
         return resp.status_code, resp.json()
@@ -203,7 +212,7 @@ def _json(client: httpx.Client, url: str) -> tuple[int, object]:
 
 
 def wait_ready(dep: Deployment, timeout: float, interval: float) -> None:
-    with httpx.Client(timeout=5) as client:
+    with _http().Client(timeout=5) as client:
         def probe():
             dep.check()
             waiting = readiness.interpret(dep.plan, {u: _json(client, u) for u in readiness.urls(dep.plan)})
@@ -227,7 +236,7 @@ def reported_versions(dep: Deployment) -> dict[str, str]:
     """Versions as the running processes report them: what the frontend's API says (vLLM's ``/version``, the Dynamo
     frontend's OpenAPI ``info.version``), and vLLM's engine start-up line ("Initializing a V1 LLM engine (vX)")
     where the API did not say."""
-    with httpx.Client(timeout=5) as client:
+    with _http().Client(timeout=5) as client:
         out = dict(dep.plan.frontend.reported_versions(dep.plan, lambda url: _json(client, url)))
     for proc in dep.processes.values():
         if "vllm" in out:
