@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-
 # result field -> (metric family as prometheus_client names it, sample name, label filter)
 COUNTERS = {
     "prompt_tokens": ("vllm:prompt_tokens", "vllm:prompt_tokens_total", {}),
@@ -97,7 +96,7 @@ def _wanted(text: str) -> str:
 
 def _families(text: str):
     """prometheus_client's parse of a /metrics page, imported at the first page: the package loads every collector
-    it has, which every pytest start paid when it was imported with this module (docs/measurements.md)."""
+    it has, which every pytest start paid when it was imported with this module (servebench.server.deploy._http)."""
     from prometheus_client.parser import text_string_to_metric_families
     return text_string_to_metric_families(text)
 
