@@ -304,15 +304,13 @@ def test_the_frontend_branch_check_finds_one():
         "x.py:1: r.frontend.type == 'vllm'"]
 
 
-# What a pytest start must not import: each is loaded where it is used (a point analysed, a server scraped or asked,
-# a history read), not with the plugin and its fixtures; together they were 0.4 of its 0.9 CPU-s (docs/measurements.md).
 NOT_AT_START = ("scipy.stats", "numpy", "prometheus_client", "httpx")
 
 
 def test_a_pytest_start_imports_none_of_the_heavy_libraries():
-    """scipy.stats alone cost ~1.7 s of every pytest start when the plugin's fixtures imported it; numpy, the
-    Prometheus client and httpx another ~0.4 CPU-s (servebench.load.steady, servebench.server.counters and
-    servebench.server.deploy import theirs where they use them)."""
+    """Each is loaded where it is used (a point analysed, a page parsed, a server asked, a history read), not with
+    the plugin and its fixtures: scipy.stats alone cost ~1.7 s of every start, the other three ~0.4 of its 0.9 CPU-s
+    (docs/measurements.md)."""
     import subprocess
     import sys
     code = f"import sys, servebench.plugin, servebench.plugin.fixtures; print([m for m in {NOT_AT_START!r} " \

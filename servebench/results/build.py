@@ -211,7 +211,7 @@ def evidence_block(profiled: list) -> dict:
 
 
 def quantile(values: list, p: float = 0.99, confidence: float = 0.99) -> dict:
-    import numpy as np       # here, not with the module: every pytest start loads it (servebench.load.steady says)
+    import numpy as np       # here: every pytest start loads this module, through the plugin's fixtures
     xs = [v for v in values if v is not None]
     need = needed(p, confidence)
     return {"estimate": float(np.percentile(xs, 100 * p)) if xs else None,
