@@ -334,11 +334,12 @@ def test_a_per_request_export_cut_short_fails_the_point(catalog, tmp_path):
     assert whole["requests"]["recorded"] == 96 and not any("per-request export" in m for m in failures(whole, p))
 
 
-def test_a_stopped_run_is_judged_on_what_the_stopping_rule_saw_not_on_its_drain():
+def test_a_stopped_run_is_judged_on_what_the_stopping_rule_saw_not_on_its_drain(catalog):
     """The CI run of 2026-12-03: the rule stopped a point "precise and steady" on 8 batch means, and the result,
     analysed over the requests draining after the stop as well, said stationarity unknown (7 batches after a longer
     warm-up cut). A stopped run's steady state is now the one the rule judged."""
     import random
+    from dataclasses import replace
     from types import SimpleNamespace
 
     from servebench.load.series import Sample, token_rates
@@ -350,9 +351,12 @@ def test_a_stopped_run_is_judged_on_what_the_stopping_rule_saw_not_on_its_drain(
         rate = 100 + rng.gauss(0, 4) if i < 100 else max(0.0, 100 - 7 * (i - 99))
         samples.append(Sample(i * 0.5, Snapshot(generation_tokens=tokens)))
         tokens += rate * 0.5
+    prof = by_id(catalog, "tiny-llama-cpu-vllm")
+    load = prof.spec.load.model_copy(update={"stop": prof.spec.load.stop.model_copy(update={"slice_s": 0.5})})
     m = SimpleNamespace(samples=samples, stop_samples=101, run_started=1000.0,
+                        point=Point(replace(prof, spec=prof.spec.model_copy(update={"load": load})), 4),
                         records=SimpleNamespace(profiled=[SimpleNamespace(end_s=1064.5)]))
-    seen = analyse(token_rates(samples[:101]), 0.5)
+    seen = analyse(token_rates(samples[:101], 0.5), 0.5)
     got = steady_block(m, gpus=1)
     assert (got["batches"], got["stationary"], got["truncated_s"]) == (seen.batches, seen.stationary, seen.truncated_s)
     assert got["stationary"] is True

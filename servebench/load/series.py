@@ -6,6 +6,7 @@ generator's own records per slice (requests completed, their TTFT). The counters
 
 from __future__ import annotations
 
+import bisect
 import logging
 import statistics
 import threading
@@ -22,7 +23,7 @@ SLICE_S = 5.0
 
 @dataclass(frozen=True)
 class Sample:
-    t: float              # seconds since the generator started
+    t: float              # seconds since the generator started, when the scrape's answer came (see _take)
     snap: Snapshot
 
 
@@ -44,12 +45,15 @@ class CounterSampler:
         return self
 
     def _take(self) -> None:
-        t = time.monotonic() - self.t0       # when the request goes out: the engines count near then, not on return
         try:
             snap = self.dep.counters()
         except (ServerError, Exception) as err:  # noqa: BLE001 - a missed scrape is a gap, not a failed point
             log.debug("series scrape failed: %s", err)
             return
+        # Stamped when the answer came, not when the request went out: a server renders its counters as it answers,
+        # and a busy one answers late (vLLM's CPU server on 2 cores: 0.1 s at the median, up to 5 s), having counted
+        # every token it emitted meanwhile; stamped at the request, that wait's tokens fell in the wrong slice.
+        t = time.monotonic() - self.t0
         with self._lock:
             self.samples.append(Sample(t, snap))
 
@@ -57,7 +61,8 @@ class CounterSampler:
         k = 1
         while not self._stop.wait(max(0.0, self.t0 + k * self.slice_s - time.monotonic())):
             self._take()
-            k += 1
+            # a late answer skips the ticks it overran: no burst of back-to-back scrapes to catch up
+            k = max(k + 1, int((time.monotonic() - self.t0) / self.slice_s) + 1)
 
     def stop(self) -> list[Sample]:
         self._stop.set()
@@ -72,16 +77,29 @@ class CounterSampler:
 
     def rates(self) -> list[float]:
         """Output tokens per second in each slice so far (the engines' generation tokens)."""
-        return token_rates(self.snapshot())
+        return token_rates(self.snapshot(), self.slice_s)
 
 
-def token_rates(samples: list[Sample]) -> list[float]:
-    out = []
-    for a, b in zip(samples, samples[1:]):
-        dt = b.t - a.t
-        if dt > 0:
-            out.append((b.snap.generation_tokens - a.snap.generation_tokens) / dt)
-    return out
+def token_rates(samples: list[Sample], slice_s: float) -> list[float]:
+    """Output tokens per second in each ``slice_s`` from the first sample to the last: the engines' cumulative
+    generation counter read at the scrapes' times and linearly interpolated between them onto a regular grid (as
+    Prometheus's ``rate()`` treats a counter between scrapes), so that every value covers the same time, as the
+    steady-state analysis assumes (servebench.load.steady). A scrape answered late shares its tokens out over the
+    slices it spanned instead of making one slice of several times the rate and a run of empty ones."""
+    times = [s.t for s in samples]
+    tokens = [s.snap.generation_tokens for s in samples]
+    if len(times) < 2 or times[-1] <= times[0]:
+        return []
+
+    def at(t: float) -> float:
+        i = bisect.bisect_left(times, t)
+        if i >= len(times):
+            return tokens[-1]
+        if i == 0 or times[i] == t:
+            return tokens[i]
+        return tokens[i - 1] + (tokens[i] - tokens[i - 1]) * (t - times[i - 1]) / (times[i] - times[i - 1])
+    grid = [at(times[0] + k * slice_s) for k in range(int((times[-1] - times[0]) / slice_s + 1e-9) + 1)]
+    return [(b - a) / slice_s for a, b in zip(grid, grid[1:])]
 
 
 def _share(part: float, whole: float) -> float | None:

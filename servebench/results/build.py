@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from servebench.load.measure import Measurement
+from servebench.load.measure import Measurement, stop_rule
 from servebench.load.records import busy_fraction
 from servebench.load.series import client_open, counter_series, record_series, token_rates
 from servebench.load.steady import analyse, needed, quantile_upper
@@ -177,11 +177,10 @@ def profiled_samples(m: Measurement) -> list:
 
 
 def steady_block(m: Measurement, gpus: int) -> dict | None:
-    samples = profiled_samples(m)
-    rates = token_rates(samples)
+    slice_s = stop_rule(m.point).slice_s                      # the slice the sampler took
+    rates = token_rates(profiled_samples(m), slice_s)
     if len(rates) < 2:
         return None
-    slice_s = (samples[-1].t - samples[0].t) / len(rates)
     a = analyse(rates, slice_s).as_dict()
     mean = a.pop("mean")
     return {**a, "source": "the engines' generation tokens per slice, from the first to the profiling phase's end "
