@@ -269,14 +269,23 @@ def run_cli(*args):
 
 
 def test_real_parsers_accept_shipped_flags_and_reject_a_vllm_serve_flag_on_the_worker(installed, recipes):
-    ok = run_cli("flags")
-    assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "kimi-k3-gb200-dep worker3" in ok.stdout and "REJECTED" not in ok.stdout
-    edit(recipes / "local/base.yaml", "      max-num-seqs: 16\n", "      max-num-seqs: 16\n      tool-call-parser: hermes\n")
-    bad = run_cli("--recipes", str(recipes), "flags", "tiny-llama-cpu-dynamo", "tiny-llama-cpu-vllm")
-    assert bad.returncode == 1
-    assert "tiny-llama-cpu-dynamo worker0" in bad.stdout and "unrecognized arguments: --tool-call-parser hermes" in bad.stdout
-    assert any(ln.startswith("tiny-llama-cpu-vllm worker0") and ln.endswith(" ok") for ln in bad.stdout.splitlines())
+    """One run of the real parsers (a serving-venv interpreter importing vLLM and Dynamo: ~12 s a run) over every
+    shipped profile, beside two more that pass `vllm serve`'s --tool-call-parser: `vllm serve` takes it, the Dynamo
+    worker has no such flag."""
+    for name, frontend in (("dynamo_tool", ""), ("vllm_tool", "  frontend: {type: vllm}\n")):
+        (recipes / f"local/{name}.yaml").write_text(
+            f"extends: _sweep.yaml\nprofile: {{name: {name}, concurrency: [2], layout: {{tp: 1}}}}\nrecipe:\n"
+            f"  name: tiny-llama-local-{name}\n{frontend}"
+            "  backend: {vllm_config: {aggregated: {tool-call-parser: hermes}}}\n")
+    done = run_cli("--recipes", str(recipes), "flags")
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = [ln for ln in done.stdout.splitlines() if " worker" in ln or " frontend" in ln]
+    rejected = [ln for ln in lines if not ln.endswith(" ok")]
+    assert len(rejected) == 1 and rejected[0].startswith("tiny-llama-cpu-dynamo_tool worker0"), done.stdout
+    assert "unrecognized arguments: --tool-call-parser hermes" in done.stdout
+    assert any(ln.startswith("tiny-llama-cpu-vllm_tool worker0 ") for ln in lines), done.stdout     # taken: ok
+    shipped = {ln.split()[0] for ln in lines}
+    assert {"kimi-k3-gb200-dep", "tiny-llama-cpu-dynamo", "tiny-llama-cpu-vllm"} <= shipped, done.stdout
 
 
 def test_pinned_flag_table_matches_the_installed_parsers(installed, tmp_path):

@@ -282,7 +282,7 @@ def test_ci_workflow_runs_the_readme_test_command():
     assert ".ci/run" in ci and "results/junit-ci*.xml" in ci and "report.md" in ci
     run = " ".join((REPO / ".ci/run").read_text().replace("\\\n", " ").split())
     parts = re.findall(r'scripts/test -m (\S+|"[^"]+") -p no:cacheprovider --junitxml=results/junit-ci[\w-]*\.xml', run)
-    assert len(parts) == 4, run
+    assert len(parts) == 5, run
     # together they select what `scripts/test` alone does (-m "not hardware"), each test once: checked over every
     # combination of the markers a test can carry (offline is set exactly where none of the others is)
     from _pytest.mark.expression import Expression

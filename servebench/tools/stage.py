@@ -95,6 +95,22 @@ def hub_tokenizer(repo: str) -> str:
     return f"tokenizer {repo} (hf: model) in {where}"
 
 
+def hub_silent() -> str | None:
+    """Why the Hub's endpoint does not answer from here (one request, 10 s at most), or None when it answers at all
+    (any HTTP status: a proxy's refusal is the loader's to report). The corpora's loader retries a refused
+    connection five times with backoff, ~23 s before it says so; this says it at once."""
+    import urllib.error
+    import urllib.request
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    try:
+        urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=10).close()
+    except urllib.error.HTTPError:
+        return None
+    except OSError as exc:                        # URLError, a timeout, a refused or reset connection
+        return f"{endpoint} does not answer ({first_line(exc)})"
+    return None
+
+
 def corpora(req: dict) -> None:
     from aiperf.plugin import plugins
     import datasets
@@ -112,6 +128,9 @@ def corpora(req: dict) -> None:
             print(f"stage: AIPerf knows no public dataset {alias!r} ({type(exc).__name__})", file=sys.stderr)
             sys.exit(2)
         try:
+            silent = hub_silent()
+            if silent:
+                raise ConnectionError(silent)
             ds = datasets.load_dataset(meta.hf_dataset_name, name=meta.hf_subset, split=meta.hf_split)
         except Exception as exc:  # noqa: BLE001
             print(f"stage: {alias} ({meta.hf_dataset_name}) could not be fetched from here: {first_line(exc)}",
