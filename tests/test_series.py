@@ -50,7 +50,7 @@ class SlowServer:
         self.late_s, self.calls, self.tokens = late_s, [], 0.0
         self.lock = threading.Lock()
 
-    def counters(self) -> Snapshot:
+    def counters(self, client=None) -> Snapshot:
         with self.lock:
             self.calls.append(time.monotonic())
             n = len(self.calls)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from servebench.load.records import Request
 from servebench.server.counters import Snapshot
-from servebench.server.deploy import Deployment, ServerError
+from servebench.server.deploy import Deployment, ServerError, http_client
 
 log = logging.getLogger(__name__)
 SLICE_S = 5.0
@@ -37,8 +37,10 @@ class CounterSampler:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="servebench-series", daemon=True)
         self.t0 = 0.0
+        self._client = None
 
     def start(self) -> "CounterSampler":
+        self._client = http_client()          # one for the run: a scrape each slice, not a client each
         self.t0 = time.monotonic()
         self._take()
         self._thread.start()
@@ -46,7 +48,7 @@ class CounterSampler:
 
     def _take(self) -> None:
         try:
-            snap = self.dep.counters()
+            snap = self.dep.counters(self._client)
         except (ServerError, Exception) as err:  # noqa: BLE001 - a missed scrape is a gap, not a failed point
             log.debug("series scrape failed: %s", err)
             return
@@ -69,6 +71,7 @@ class CounterSampler:
         if self._thread.is_alive():
             self._thread.join(timeout=30)
         self._take()
+        self._client.close()
         return self.snapshot()
 
     def snapshot(self) -> list[Sample]:

@@ -121,6 +121,7 @@ def corpora(req: dict) -> None:
         if done.returncode != 0:
             sys.exit(done.stderr.strip() or f"tokenizer_cache failed with {done.returncode}")
         print(f"stage: tokenizer {done.stdout.strip()} from {tok['model']}", flush=True)
+    silent = hub_silent() if req.get("datasets") else None       # asked once for all the corpora
     for alias in req.get("datasets", []):
         try:
             meta = plugins.get_public_dataset_loader_metadata(alias)
@@ -128,7 +129,6 @@ def corpora(req: dict) -> None:
             print(f"stage: AIPerf knows no public dataset {alias!r} ({type(exc).__name__})", file=sys.stderr)
             sys.exit(2)
         try:
-            silent = hub_silent()
             if silent:
                 raise ConnectionError(silent)
             ds = datasets.load_dataset(meta.hf_dataset_name, name=meta.hf_subset, split=meta.hf_split)
