@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from tests.conftest import edit, run_cli
+from tests.conftest import REPO, edit, run_cli
 
 
 def servebench(*args, cwd):
@@ -116,6 +116,52 @@ def test_credentials_are_masked_in_render_and_recipe(recipes, repo):
         assert "sEcReT" not in res.stdout and "HF_TOKEN" in res.stdout and "***" in res.stdout
 
 
+@pytest.mark.catalog("kimi-k3")
+def test_credentials_inside_values_are_masked_wherever_they_sit(recipes, repo):
+    """#54: a password and an API key inside a JSON flag value, and a password in a URL of an environment value, were
+    printed whole by `render` and `recipe`. Each form is masked by key or by its shape; the rest of the value stays."""
+    from tests.conftest import edit
+    edit(recipes / "kimi-k3/gb200/base.yaml", '  ETCD_LEASE_TTL: "7200"',
+         '  ETCD_LEASE_TTL: "7200"\n  PIP_INDEX_URL: https://deploy:pAsSwOrD1@pypi.example.com/simple')
+    edit(recipes / "kimi-k3/gb200/base.yaml", "      block-size: 64",
+         "      block-size: 64\n      model-loader-extra-config: '{\"remote_url\":\"s3://AKIAIOSFODNN7EXAMPLE:"
+         "wJalrSeCrEt@bucket/k3\",\"api_key\":\"sk_live_SeCrEt789\",\"concurrency\":8}'")
+    for args in (("recipe", "tp"), ("render", "tp"), ("recipe", "tp", "--srt")):
+        res = servebench("--recipes", str(recipes), *args, cwd=repo)
+        assert res.returncode == 0, res.stderr
+        out = res.stdout
+        for secret in ("pAsSwOrD1", "wJalrSeCrEt", "AKIAIOSFODNN7EXAMPLE", "sk_live_SeCrEt789"):
+            assert secret not in out, (args, secret)
+        assert "pypi.example.com/simple" in out and "bucket/k3" in out and "concurrency" in out, args
+
+
+@pytest.mark.parametrize("text, secret, kept", [
+    ('{"remote_url":"s3://AKIA:xyz@h/m","api_key":"k-1","n":2}', "xyz", '"n": 2'),      # JSON by key, URL userinfo
+    ('[{"token": "t0k"}]', "t0k", "token"),
+    ("https://deploy:hunter2@pypi.example/simple", "hunter2", "pypi.example/simple"),
+    ("(APIServer) args: api_key=abc123 max_num_batched_tokens=2048", "abc123", "max_num_batched_tokens=2048"),
+    ("password: 'pw9' tokenizer=/models/x", "pw9", "tokenizer=/models/x"),
+    ("key AKIAIOSFODNN7EXAMPLE in text", "AKIAIOSFODNN7EXAMPLE", "in text"),
+    ("Authorization: Bearer eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2Q", "SflKxwRJSMeKKF2Q", "Bearer"),
+    ("hf_abcdefghijklmnopqrstuvwxyz12 ghp_abcdefghijklmnopqrstuvwxyz1234", "hf_abcdefghijklmn", "***"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "MIIEow", "***"),
+])
+def test_each_form_of_credential_in_a_value_is_redacted(text, secret, kept):
+    from servebench.core.secrets import redact
+    out = redact(text)
+    assert secret not in out and kept in out, out
+    assert redact("--max-num-batched-tokens=2048 /models/tok") == "--max-num-batched-tokens=2048 /models/tok"
+
+
+def test_a_log_tail_quoted_in_a_result_is_redacted(tmp_path):
+    """A server prints its arguments at start-up; its log's tail is quoted in a failed point's result and report."""
+    from servebench.cluster.base import NodeProcess
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO non-default args: {'api_key': 'sk-live-0123456789abcdef', 'model': '/m'}\nERROR died\n")
+    tail = NodeProcess(0, "node0", "vllm", [], log, None).tail()
+    assert "0123456789abcdef" not in tail and "ERROR died" in tail and "'model': '/m'" in tail
+
+
 def _command_paths(classes, prefix=()):
     for cls in classes:
         path = (*prefix, cls.name)
@@ -192,3 +238,20 @@ def test_a_credential_in_the_engines_flags_is_refused_and_never_printed(recipes)
                         "--use-server-token-count", "--api-key", "--ui", "none"]) == \
         ["x", "--hf-token=***", "--max-num-batched-tokens", "8", "--auth_secret", "***", "--use-server-token-count",
          "--api-key", "--ui", "none"]
+
+
+def test_a_baseline_of_a_two_cluster_run_takes_the_cluster_its_file_is_named_after(tmp_path):
+    """#54: `servebench baseline results --out baselines/local-cpu.json`, as the README says, failed asking for
+    --cluster on scripts/bench's results (local-cpu and slurm-local points in one run)."""
+    import json
+    import shutil
+    shutil.copytree(REPO / "tests/data/noise-local/run-1/points", tmp_path / "r/points")
+    for path in list((tmp_path / "r/points").glob("*vllm*.json")):
+        data = json.loads(path.read_text())
+        data["identity"]["cluster"] = "slurm-local"
+        path.write_text(json.dumps(data))
+    res = run_cli("baseline", tmp_path / "r", "--out", tmp_path / "baselines/local-cpu.json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads((tmp_path / "baselines/local-cpu.json").read_text())["cluster"] == "local-cpu"
+    res = run_cli("baseline", tmp_path / "r", "--out", tmp_path / "b.json")
+    assert res.returncode == 2 and "2 clusters (local-cpu, slurm-local)" in res.stderr, res.stderr

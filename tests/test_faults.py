@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from servebench.core.results_folder import ResultsFolder
-from servebench.history.store import connect, runs
+from servebench.history.store import connect
 from servebench.results import requests as request_file
 from tests.conftest import REPO, before_short_summary, copy_suite, edit
 
@@ -175,6 +175,44 @@ def test_a_killed_api_server_fails_its_point_once_and_leaves_no_engine_behind(py
     assert body.count("tail of") == 1 and "worker0 on node local0 exited (-9); tail of" in out, out  # once
     stored = json.loads(ResultsFolder.at(where / "out").point("tiny-llama-cpu-vllm-c1").read_text())
     assert stored["verdict"]["passed"] is False and stored["run"]["server_died"].startswith("worker0")
+
+
+TIME_OUT_MID_POINT = '''
+import signal
+import pytest
+
+@pytest.fixture(autouse=True)
+def time_out_mid_point(request):
+    if "sb_point" in request.fixturenames:
+        request.getfixturevalue("sb_deployment")       # the server up: the timer is set to fire 6 s into the point
+        signal.setitimer(signal.ITIMER_REAL, 6)
+    yield
+'''
+
+
+def test_a_timeout_mid_point_is_one_line_and_the_cut_point_never_enters_the_history(pytester):
+    """#54: a pytest --timeout firing mid-point printed 159 lines (thread stacks, the fixtures' source) and the cut
+    point entered the history as a measurement, unjudged, with 43 request rows. Now: one line, the partial point
+    kept in its case folder marked interrupted, and the history holds no row of it."""
+    where = suite(pytester.path, duration=30)
+    (where / "conftest.py").write_text((where / "conftest.py").read_text() + TIME_OUT_MID_POINT)
+    res = session(where, "-m", "local and not slurm", "-k", "tiny-llama-cpu-vllm-c1", "--results-dir", "out",
+                  "-p", "pytest_timeout", "--timeout", "900")
+    out = res.communicate(timeout=600)[0]
+    assert res.returncode == 1, out
+    body = before_short_summary(out)
+    assert "Timeout" not in body.replace("--timeout", "") and "Traceback" not in body and "def sb_" not in body, out
+    said = [ln for ln in body.splitlines() if ln.startswith("test_point[tiny-llama-cpu-vllm-c1]: pytest --timeout "
+                                                              "900 s ran out during the case")]
+    assert len(said) == 1 and "kept out of the history" in said[0], out
+    assert body.count("tail of") == 0, out
+    stored = json.loads(ResultsFolder.at(where / "out").point("tiny-llama-cpu-vllm-c1").read_text())
+    assert stored["run"]["interrupted"] is True, stored["run"]
+    assert "history: " not in out or "0 point(s) added" in out or "history not updated" in out, out
+    history = where / "out" / "history.sqlite"
+    if history.exists():
+        with connect(history) as con:
+            assert con.execute("SELECT COUNT(*) FROM points").fetchone()[0] == 0
 
 
 def test_the_install_says_one_line_per_component_and_keeps_pip_in_its_log():

@@ -14,6 +14,7 @@ from servebench.core.results_folder import ResultsFolder
 from servebench.history import queries
 from servebench.load.aiperf import records as aiperf_records
 from servebench.results import requests as request_file
+from servebench.history import rows
 from servebench.history import store as history
 from servebench.history.compare import compare_point
 from servebench.results import files
@@ -26,7 +27,7 @@ CASE, PROFILE = "llama-770m-h200-vllm-c8", "llama-770m-h200-vllm"
 
 def runs(db) -> list[dict]:
     with contextlib.closing(history.connect(db, create=False)) as con:
-        return history.runs(con)
+        return rows.runs(con)
 
 
 def results(tmp_path, name, result_json: Path, records: Path) -> Path:
@@ -139,8 +140,8 @@ def test_a_run_against_itself_is_within_noise_everywhere(two_runs):
     db, old, new = two_runs
     history.add(db, new)
     with contextlib.closing(history.connect(db)) as con:
-        run = history.runs(con)[0]["run_id"]
-        p = history.point(con, run, CASE)
+        run = rows.runs(con)[0]["run_id"]
+        p = rows.point(con, run, CASE)
     changes = compare_point(p, p)
     assert [c.verdict for c in changes] == ["within noise"] * len(registry.compared())
     assert all(c.low <= 0 <= c.high for c in changes)
@@ -171,7 +172,7 @@ def test_a_session_records_its_points_unless_told_not_to(pytester, catalog, opt_
         res.stdout.fnmatch_lines(["history: *out/history.sqlite: 1 point(s) added; *out/runs/*/report/report.html"])
         assert [(x["run_id"], x["points"]) for x in runs(db)] == [(r["identity"]["run_id"], 1)]
         with contextlib.closing(history.connect(db, create=False)) as con:
-            stored = history.point(con, r["identity"]["run_id"], "tiny-llama-cpu-vllm-c1")["requests"]
+            stored = rows.point(con, r["identity"]["run_id"], "tiny-llama-cpu-vllm-c1")["requests"]
         assert len(stored) == len(aiperf_records.read(DATA / "h200-gpu-run/aiperf/vllm-c8").profiled)
 
 
@@ -185,7 +186,7 @@ def test_the_gate_fails_a_point_worse_with_confidence_than_a_run_of_the_history(
     history.add(db, new)
     profile = by_id(catalog, PROFILE)
     with contextlib.closing(history.connect(db)) as con:
-        p_old, p_new = (history.point(con, *queries.resolve_runs(con, r), CASE) for r in ("20261201-00", "20261201-05"))
+        p_old, p_new = (rows.point(con, *queries.resolve_runs(con, r), CASE) for r in ("20261201-00", "20261201-05"))
     r_old = files.read(old / "points" / f"{CASE}.json")
     worse = judge(r_old, profile, against=("20261201-055706-822", compare_point(p_new, p_old)[0]))
     msg = [c.message for c in worse.checks if c.name == "regression" and not c.ok]

@@ -443,6 +443,41 @@ def descendants(name: str, where: str = "cmdline") -> list[int]:
     return found
 
 
+class Freezer:
+    """SIGSTOP the processes ``find()`` names ``after_s`` into the profiling phase (from the first progress line
+    that says profiling), SIGCONT them ``for_s`` later. ``tick`` is the point's progress callback."""
+
+    def __init__(self, find, after_s: float, for_s: float):
+        self.find, self.after_s, self.for_s = find, after_s, for_s
+        self.frozen: list[int] = []
+        self.thread: threading.Thread | None = None
+
+    def _freeze(self):
+        time.sleep(self.after_s)
+        self.frozen.extend(self.find())
+        for pid in self.frozen:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(self.for_s)
+        self.thaw()
+
+    def thaw(self):
+        for pid in self.frozen:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+    def tick(self, status: str):
+        if self.thread is None and " profiling " in f" {status.split(': ', 1)[1]}":
+            self.thread = threading.Thread(target=self._freeze, daemon=True)
+            self.thread.start()
+
+    def join(self):
+        if self.thread is not None:
+            self.thread.join(timeout=self.after_s + self.for_s + 30)
+        self.thaw()
+
+
 @pytest.mark.parametrize("what, said", [
     # the engine's gauges go still with it: a request sent while it is stopped shows as none running
     ("EngineCore", ("requests running or waiting: a stopped or hung engine",
@@ -457,27 +492,13 @@ def test_a_frozen_engine_or_load_generator_fails_its_point_saying_which(catalog,
     prof = profile(catalog, "vllm")
     prof = dataclasses.replace(prof, spec=prof.spec.model_copy(update={
         "gates": prof.spec.gates.model_copy(update={"max_stall_s": 4.0})}))
-    frozen: list[int] = []
-
-    def freeze():
-        frozen.extend(descendants(what) if what == "aiperf" else descendants("EngineCor", "comm"))
-        for pid in frozen:
-            os.kill(pid, signal.SIGSTOP)
-        time.sleep(12)     # past the 4 s bound even after the in-flight requests of a cold cache drain
-        for pid in frozen:
-            os.kill(pid, signal.SIGCONT)
-
-    timer: list[threading.Thread] = []
-
-    def tick(status: str):
-        if not timer and " profiling " in f" {status.split(': ', 1)[1]}":
-            timer.append(threading.Thread(target=freeze, daemon=True))
-            timer[0].start()
+    # frozen for 12 s: past the 4 s bound even after the in-flight requests of a cold cache drain
+    freezer = Freezer(lambda: descendants(what) if what == "aiperf" else descendants("EngineCor", "comm"), 0, 12)
     try:
-        r = run_point(prof, 4 if what == "aiperf" else 1, vllm_server, tmp_path, progress=tick, tick_s=1).result
+        r = run_point(prof, 4 if what == "aiperf" else 1, vllm_server, tmp_path, progress=freezer.tick, tick_s=1).result
     finally:
-        for t in timer:
-            t.join(timeout=30)
+        freezer.join()
+    frozen = freezer.frozen
     assert frozen, f"no {what} process was found to freeze"
     stall = next(c for c in judge(r, prof).checks if c.name == "stall")
     assert not stall.ok and stall.message.startswith("the server's token counters stood still for "), stall.message
@@ -519,3 +540,33 @@ def test_a_decided_point_stops_once_its_slo_gate_is_met_with_confidence(adaptive
     assert r.requests.completed >= 100 and r.run.was_cancelled is True
     (tier,) = r.slo
     assert tier.verdict == "met" and judge(r, prof).failures == []          # servebench's own stop is no abort
+
+
+@pytest.mark.parametrize("what, cause", [
+    ("EngineCore", "its engine stopped or hung"),
+    ("api_server", "the server's API stopped answering")])
+def test_a_server_frozen_in_the_windows_last_seconds_fails_its_point_naming_it(catalog, vllm_server, tmp_path, what,
+                                                                              cause):
+    """#54: the engine (or the API server) stopped at ~17 s of a 20 s window passed: the stall check ran only to the
+    last answered request, and the requests AIPerf cancelled at its grace's end were counted nowhere. Here the
+    server is frozen 9 s into a 12 s window with a 4 s grace, until after the window: the requests it never answered
+    are counted as errors and the point fails on them, naming what stopped."""
+    prof = profile(catalog, "vllm")
+    prof = dataclasses.replace(prof, spec=prof.spec.model_copy(update={"load": prof.spec.load.model_copy(update={
+        "duration_s": 12, "post_duration_grace_s": 4.0})}))
+    engine = descendants("EngineCor", "comm")
+    frozen = engine if what == "EngineCore" else [p for p in descendants("vllm.entrypoints") if p not in engine]
+    assert frozen, f"no {what} process was found to freeze"
+    freezer = Freezer(lambda: frozen, 9, 12)
+    try:
+        r = run_point(prof, 4, vllm_server, tmp_path, progress=freezer.tick, tick_s=1).result
+    finally:
+        freezer.join()
+    verdict = judge(r, prof)
+    assert not verdict.passed
+    assert r.requests.unanswered and r.requests.errors_by_cause.get("unanswered") == r.requests.unanswered
+    assert r.run.window is not None and r.run.window.end_s > r.run.window.last_answer_s
+    answered = next(c for c in verdict.checks if c.name == "answered")
+    assert not answered.ok and "never answered" in answered.message and cause in answered.message, answered.message
+    trace = [c for c in verdict.checks if c.name == "trace"]
+    assert not trace, trace                       # not "the trace ran out": the wrong cause and a wrong fix

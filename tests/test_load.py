@@ -184,6 +184,16 @@ def test_the_phase_clock_starts_when_the_series_saw_the_warm_up_end_not_at_the_n
     assert p.line(15, 10) == "profiling 7 s of ~20 s, 10 requests done"
 
 
+def test_a_phase_seen_a_scrape_ahead_of_the_line_never_reads_negative():
+    """#54/#56: `profiling -4 s of ~20 s`: the series saw the warm-up end on the sampler's clock, a little ahead of
+    the clock the line was asked with."""
+    from servebench.load.progress import Phases
+    p = Phases(duration_s=20, warmup=4)
+    p.observe(10, 1)
+    p.observe(14, 4)
+    assert p.line(10.5, 4) == "profiling 0 s of ~20 s, 4 requests done"
+
+
 KIMI_LIKE = {
     "tokenizer_config.json": '{"tokenizer_class": "KimiLikeTokenizer", "auto_map": {"AutoTokenizer": '
                              '["tokenization_kimi.KimiLikeTokenizer", null]}}',

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from servebench.core.format import clip, interval, number
-from servebench.history import store
+from servebench.history import rows, store
 from servebench.report import summary
 from servebench.report.files import points_csv
 from servebench.results import metrics as registry
@@ -59,9 +59,9 @@ def test_a_metric_a_history_does_not_hold_yet_is_computed_from_its_stored_result
     store.add(db, NOISE / "run-1")
     with registry.registered(REQ_RATE):
         con = store.connect(db, create=False)
-        run = store.runs(con)[0]["run_id"]
-        case = store.cases(con, run)[0]
-        assert store.point(con, run, case)["request_rate"] > 0
+        run = rows.runs(con)[0]["run_id"]
+        case = rows.cases(con, run)[0]
+        assert rows.point(con, run, case)["request_rate"] > 0
         con.close()
 
 

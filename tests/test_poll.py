@@ -5,6 +5,7 @@ import pytest
 
 from servebench.cluster import ClusterError
 from servebench.cluster import slurm
+from servebench.cluster import slurm_jobs
 from servebench.core.poll import Done, PollTimeout, poll
 
 
@@ -63,6 +64,7 @@ def fake(monkeypatch):
     def install(**kw):
         f = FakeSlurm(**kw)
         monkeypatch.setattr(slurm, "_run", f)
+        monkeypatch.setattr(slurm_jobs, "_run", f)        # job_state's owner
         clock = Clock()
         monkeypatch.setattr(slurm, "poll", lambda probe, **k: poll(probe, **k, sleep=clock.sleep, clock=clock))
         return f

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from servebench.core.results_folder import ResultsFolder
+from servebench.history import rows
 from servebench.history import store as history
 from servebench.history.compare import compare_point, items
 from servebench.load.aiperf import records as aiperf_records
@@ -114,8 +115,8 @@ def test_a_point_of_a_generator_not_installed_here_is_added_with_its_requests(tm
     res = run_cli("history", "add", results_of(tmp_path, "sitegen", True), "--history", db)
     assert res.returncode == 0, res.stderr
     with contextlib.closing(history.connect(db, create=False)) as con:
-        (run,) = [x["run_id"] for x in history.runs(con)]
-        p = history.point(con, run, CASE)
+        (run,) = [x["run_id"] for x in rows.runs(con)]
+        p = rows.point(con, run, CASE)
     profiled = aiperf_records.read(RECORDED).profiled
     assert p["requests"] == [Request("profiling", q.ok, None, q.start_s, q.end_s, None, q.ttft_ms, q.latency_ms,
                                      q.output_tokens, q.input_tokens) for q in profiled]
@@ -129,8 +130,8 @@ def test_an_older_point_without_its_requests_file_is_added_without_them_and_says
     assert f"{CASE}: added without its requests (no requests.csv, and its load generator 'sitegen' is not " \
            "installed here)" in res.stdout
     with contextlib.closing(history.connect(db, create=False)) as con:
-        (run,) = [x["run_id"] for x in history.runs(con)]
-        p = history.point(con, run, CASE)
+        (run,) = [x["run_id"] for x in rows.runs(con)]
+        p = rows.point(con, run, CASE)
     assert p["requests"] == [] and {c.verdict for c in compare_point(p, p)} == {"no records"}
 
 
@@ -141,7 +142,7 @@ def test_a_store_from_before_the_prompt_columns_is_read_and_gains_them(tmp_path)
     con.close()
     old = results_of(tmp_path, "aiperf", True)
     with contextlib.closing(history.connect(db, create=False)) as con:
-        assert history.runs(con) == []                                         # read-only: left as it was
+        assert rows.runs(con) == []                                         # read-only: left as it was
     history.add(db, old)
     with contextlib.closing(sqlite3.connect(db)) as con:
         cols = [row[1] for row in con.execute("PRAGMA table_info(requests)")]
@@ -149,8 +150,8 @@ def test_a_store_from_before_the_prompt_columns_is_read_and_gains_them(tmp_path)
         assert con.execute("SELECT COUNT(*) FROM requests WHERE input_tokens IS NULL").fetchone() == (0,)
         con.executescript("ALTER TABLE requests DROP COLUMN start_s; ALTER TABLE requests DROP COLUMN input_tokens")
     with contextlib.closing(history.connect(db, create=False)) as con:          # an older store, read as it is
-        (run,) = [x["run_id"] for x in history.runs(con)]
-        p = history.point(con, run, CASE)
+        (run,) = [x["run_id"] for x in rows.runs(con)]
+        p = rows.point(con, run, CASE)
     assert p["requests"] and all(q.input_tokens is None and q.end_s for q in p["requests"])
     assert {c.metric: c.verdict for c in compare_point(p, p)}["total_tps_per_gpu"] == "no records"
 

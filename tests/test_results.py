@@ -98,7 +98,8 @@ def test_no_summary_when_every_request_failed(catalog, tmp_path):
     r = recorded(Point(p, 1), art, exit_code=1, idle_wait_s=None)
     assert result.problems(r.dump()) == []
     assert r.requests.model_dump() == {"completed": 5.0, "successful": 0.0, "errors": 5.0, "error_rate": 1.0,
-                             "errors_by_cause": {"transport": 5}, "warmup_dropped": 0, "recorded": 5}
+                             "errors_by_cause": {"transport": 5}, "warmup_dropped": 0, "recorded": 5,
+                                       "unanswered": None}
     msgs = failures(r, p)
     assert "0 successful requests of 5 completed and aiperf wrote no summary (exit code 1" in msgs[0]
     assert r.run.problems == ["aiperf wrote no summary: requests counted from its per-request records"]

@@ -412,8 +412,10 @@ def test_a_server_whose_port_was_taken_fails_in_one_line_naming_it_and_its_holde
     assert "\n" not in message and "Traceback" not in message, message
     assert message.startswith(f"frontend on node n1 (rank 0) exited with code 0: port {base} is taken on node n1 by "
                               f"pid {os.getpid()} (")
-    assert message.endswith(f"listening on 127.0.0.1:{base}: stop its holder or let servebench choose the port "
-                            f"(the whole log: {log})")
+    assert message.endswith(f"listening on 127.0.0.1:{base}: a process outside servebench's port leases bound it "
+                            "before the server did; stop it and run again (where the recipe pins this port, removing "
+                            f"the pin lets servebench lease a free one) (the whole log: {log})")
+    assert "let servebench choose the port" not in message           # it did choose it (#54)
 
 
 def test_answering_names_the_deployment_whose_process_listens(tmp_path):

@@ -512,3 +512,37 @@ def test_a_second_start_uses_the_running_daemons_and_says_so(slurm, tmp_path):
     finally:
         for z in zombies:
             z.wait()
+
+
+def test_release_never_cancels_a_job_whose_id_was_reused_by_someone_else(slurm, tmp_path):
+    """A results folder's manifest names job N as a servebench allocation whose session is gone; the controller
+    now runs another job under N (ids are reused; results folders are copied between clusters). `servebench jobs
+    --release` reports it as not this suite's and leaves it running; the suite's own job, recorded with its identity
+    at submission, is released."""
+    from servebench.cluster.slurm_jobs import job_identity
+    def submit(name: str) -> str:
+        return subprocess.run(["sbatch", "--parsable", f"--job-name={name}", "-N1", "-o", "/dev/null", "--wrap",
+                               "sleep 300"], capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    foreign, ours = submit("someone-elses-training"), submit("servebench-RUNX-tp")
+    try:
+        wait_for(lambda: job_identity(ours) is not None and job_identity(foreign) is not None, 30, "both listed")
+        run = tmp_path / "results/runs/RUNX"
+        run.mkdir(parents=True)
+        mine = job_identity(ours)
+        stale = {**mine, "name": "servebench-RUNOLD-tp", "submitted": "2026-01-01T00:00:00"}
+        allocations = [{"profile": "tp", "backend": "slurm", "name": "servebench-RUNOLD-tp", "job_id": foreign,
+                        "job": stale, "released_at": None},
+                       {"profile": "tp", "backend": "slurm", "name": "servebench-RUNX-tp", "job_id": ours,
+                        "job": mine, "released_at": None}]
+        (run / "manifest.json").write_text(json.dumps({"run_id": "RUNX", "allocations": allocations}))
+        out = run_cli("jobs", "--release", "--results-dir", tmp_path / "results")
+        assert out.returncode == 0, out.stderr
+        lines = {ln.split()[1]: ln for ln in out.stdout.splitlines() if ln.startswith("job ")}
+        assert "NOT this suite's job, left alone" in lines[foreign] and "someone-elses-training" in lines[foreign]
+        assert "released" in lines[ours], out.stdout
+        time.sleep(1)
+        state = subprocess.run(["squeue", "-h", "-j", foreign, "-o", "%T"], capture_output=True, text=True).stdout
+        assert state.strip() in ("RUNNING", "PENDING"), f"the foreign job is gone: {state!r}"
+        wait_for(lambda: job_identity(ours) is None, 30, "our own job to end")
+    finally:
+        subprocess.run(["scancel", foreign, ours], capture_output=True)

@@ -196,6 +196,7 @@ NOT_RESULTS = {
 OTHER_LAYOUTS = {
     "server/generated.py": "the generated models' cache (~/.cache/servebench/models), not a results folder",
     "load/aiperf/setup.py": "AIPerf's own scratch and the HF cache layout, inside the folders the owner hands out",
+    "load/aiperf/records.py": "AIPerf's own export files (its phase manifest, its log) inside its output folder",
     "core/listeners.py": "the kernel's /proc, not a results folder",
     "server/ports.py": "the host's port leases (/tmp/servebench-ports), shared by every session, not a results folder",
 }
@@ -215,7 +216,7 @@ def hand_built_paths(rel: str, text: str) -> list[str]:
                 if literal and (rel, ast.unparse(side)) not in NOT_RESULTS and rel not in OTHER_LAYOUTS:
                     found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(RESULT_FILES) \
-                and not node.value.startswith(("http", "`")) and " " not in node.value:
+                and not node.value.startswith(("http", "`")) and " " not in node.value and rel not in OTHER_LAYOUTS:
             found.append(f"{rel}:{node.lineno}: {node.value!r}")
     return found
 

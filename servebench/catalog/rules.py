@@ -17,6 +17,7 @@ from servebench.core.secrets import is_secret_flag
 from servebench.catalog.flag_rules import (entrypoint_flags, flag_types, frontend, headless_entrypoint,
                                           object_flags)
 from servebench.recipe.placeholders import SUITE_PLACEHOLDERS, placeholders, who_expands
+from servebench.catalog.engine_rules import scheduler_limits
 from servebench.catalog.load_rules import benchmark_env, dataset_load, load_generator, time_budget
 from servebench.catalog.offload_rules import connector_conflict, offload_dram_budget, offload_labels
 from servebench.recipe.profile import ENGINE_FLAGS as FLAGS, Profile
@@ -306,6 +307,7 @@ RULES: dict[str, Rule] = {
     "expert-parallel": expert_parallel,
     "gpu-count": gpu_count,
     "batch-capacity": batch_capacity,
+    "engine-limits": scheduler_limits,
     "cuda-graphs": cuda_graph_coverage,
     "flag-values": flag_values,
     "placeholders": literal_placeholders,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from servebench.cli.base import PROFILES, RESULTS_DIR, Command
 from servebench.cli.recipes import catalog, many
-from servebench.core.results_folder import ResultsFolder
+from servebench.core.results_folder import ResultsFolder, new_run_id
 from servebench.tools import FLAG_TABLE
 
 SERVE_PYTHON = ".venvs/serve/bin/python"
@@ -76,8 +76,10 @@ class PreflightCommand(Command):
                 raise SystemExit(f"servebench: no cluster {args.on!r} (known: {', '.join(sorted(cat.clusters))})")
             profiles = [preflight.retarget(p, cat.clusters[args.on]) for p in profiles]
         failed = 0
+        # a run folder of its own: never the last session's (whose points, logs and manifest it would mix with)
+        results = ResultsFolder.for_run(ResultsFolder.at(Path(args.results_dir).absolute()).shared,
+                                        f"preflight-{new_run_id()}")
         for prof in profiles:
-            results = ResultsFolder.at(Path(args.results_dir).absolute())
             report = preflight.allocate_and_check(prof, results, Path.cwd(), extra=check_steps(prof, results))
             print("\n".join(report.lines()), flush=True)
             failed += not report.ok

@@ -49,12 +49,15 @@ class HistoryList(Command):
     options = (HISTORY,)
 
     def run(self, args) -> int:
-        from servebench.history import store
+        from servebench.history import rows, store
         with closing(store.connect(db(args), create=False)) as con:
-            rows = store.runs(con)
-        for r in rows:
-            print(f"{r['run_id']}  commit {(r['git_commit'] or '?')[:12]}  {r['points']} point(s), "
-                  f"{r['passed']} passed  added {r['added_at']}")
+            found = rows.runs(con)
+        for r in found:
+            print(f"{r['run_id']}  commit {(r['git_commit'] or '?')[:12]}  {r['points']} point(s) stored, "
+                  f"{r['passed']} of them passed  added {r['added_at']}")
+        if found:      # a session whose search or set-up failed still shows its points' own verdicts here
+            print("(measured points only: a run's searches, and cases that failed before measuring, are in its "
+                  "results folder's summary.md and junit file, not in the history)")
         return 0
 
 
@@ -103,12 +106,12 @@ class HistoryNoise(Command):
 def false_alarms(con, reps: list, metric: str, pooled) -> dict[str, int]:
     """Every pair of runs of a repeated point measured the same recipe: a verdict other than "within noise" on one
     is a false alarm. Counted for the run-to-run interval and for the bootstrap alone."""
-    from servebench.history import store
+    from servebench.history import rows
     from servebench.history.compare import compare_point
     counts = {"pairs": 0, "run-to-run": 0, "bootstrap": 0}
     for r in reps:
         for a, b in combinations(r.runs, 2):
-            pa, pb = store.point(con, a, r.case), store.point(con, b, r.case)
+            pa, pb = rows.point(con, a, r.case), rows.point(con, b, r.case)
             counts["pairs"] += 1
             for key, known in (("run-to-run", {metric: pooled}), ("bootstrap", None)):
                 counts[key] += compare_point(pa, pb, metrics=(metric,), noise=known)[0].verdict in ("better", "worse")

@@ -1,10 +1,10 @@
 """`servebench jobs`: the cluster jobs the sessions of a results folder hold or left behind (from their manifests),
 each with its state as Slurm tells it and how long ago its session last beat; --release ends those whose session
-is gone."""
+is gone, and only a job the controller still shows as the one the manifest recorded (servebench.cluster.slurm_jobs:
+name, user, submit time, cluster): a job id reused by another user's job is reported, never cancelled."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 
@@ -44,7 +44,7 @@ class JobsCommand(Command):
         parser.add_argument("--force", action="store_true", help="with --release: also jobs of live sessions")
 
     def run(self, args) -> int:
-        from servebench.cluster.slurm import ENDED, job_state
+        from servebench.cluster.slurm_jobs import ENDED, job_state
         if not Path(args.results_dir).is_dir():
             raise ValueError(f"--results-dir {args.results_dir}: no such folder (a session's --results-dir, default "
                              "results/)")
@@ -61,17 +61,28 @@ class JobsCommand(Command):
             line = (f"job {a['job_id']} {a['name']} ({a['profile']}, run {a['run_id']}): "
                     f"{state if running else 'ended' + (f' ({state})' if state else '')}; {beat}"
                     f"{'' if alive else ' (its session is gone)'}")
-            if running and args.release:
-                if alive and not args.force:
-                    line += "; not released: its session is alive (--force to release anyway)"
-                else:
-                    done = subprocess.run(["scancel", a["job_id"]], capture_output=True, text=True, timeout=30)
-                    line += "; released" if done.returncode == 0 else f"; scancel failed: {done.stderr.strip()}"
-            elif running and not alive:
-                line += f"; end it: servebench jobs --release --results-dir {args.results_dir} (or scancel " \
-                        f"{a['job_id']})"
+            if running:
+                line += self._act(a, alive, args)
             print(line)
         return 0
+
+    @staticmethod
+    def _act(a: dict, alive: bool, args) -> str:
+        """What --release does with a running job (or what to run without it): nothing unless the controller still
+        shows the job the manifest recorded under its id."""
+        from servebench.cluster.slurm_jobs import cancel, differences, job_identity
+        if not (args.release or not alive):
+            return ""
+        foreign = differences(a.get("job"), job_identity(a["job_id"]))
+        if foreign:
+            return (f"; NOT this suite's job, left alone: {'; '.join(foreign)} (job ids are reused; check "
+                    f"`squeue -j {a['job_id']} -o '%j %u %V'` and end your own job by hand if it is one)")
+        if not args.release:
+            return f"; end it: servebench jobs --release --results-dir {args.results_dir}"
+        if alive and not args.force:
+            return "; not released: its session is alive (--force to release anyway)"
+        done = cancel(a["job_id"], a["job"])
+        return "; released" if done.returncode == 0 else f"; scancel failed: {done.stderr.strip()}"
 
 
 COMMANDS = (JobsCommand,)

@@ -61,12 +61,13 @@ class BaselineCommand(Command):
     def add_arguments(self, parser) -> None:
         parser.add_argument("results")
         parser.add_argument("--out", required=True, help="e.g. baselines/<cluster>.json")
-        parser.add_argument("--cluster", help="when the results hold several clusters")
+        parser.add_argument("--cluster", help="when the results hold several clusters (default: the one the --out "
+                                                  "file is named after, e.g. baselines/local-cpu.json)")
 
     def run(self, args) -> int:
         from servebench.results import baseline
         dropped: dict[str, str] = {}
-        data = baseline.make(Path(args.results), args.cluster, dropped)
+        data = baseline.make(Path(args.results), args.cluster, dropped, hint=Path(args.out).stem)
         baseline.write(data, Path(args.out))
         for name, why in sorted(dropped.items()):
             print(f"{ResultsFolder.at(args.results).points / name}: dropped: {why}", file=sys.stderr)

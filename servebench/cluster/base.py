@@ -24,6 +24,7 @@ from pathlib import Path
 
 from servebench.core.listeners import holder
 from servebench.core.processes import stop_group
+from servebench.core.secrets import redact
 from servebench.recipe.schema.cluster import ClusterSpec
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,9 @@ def port_taken(proc: "NodeProcess", tail: str, here: bool) -> str | None:
         return f"a port it binds is taken (its log: {lines[-1].strip()[:160]}; the whole log: {proc.log})"
     who = holder(port) if here else None
     return (f"port {port} is taken on node {proc.node}" + (f" by {who}" if who else "") +
-            f": stop its holder or let servebench choose the port (the whole log: {proc.log})")
+            f": a process outside servebench's port leases bound it before the server did; stop it and run again "
+            f"(where the recipe pins this port, removing the pin lets servebench lease a free one) (the whole log: "
+            f"{proc.log})")
 
 
 @dataclass(frozen=True)
@@ -122,8 +125,10 @@ class NodeProcess:
         return self.popen is not None and self.popen.poll() is None
 
     def tail(self, lines: int = 40) -> str:
+        """The log's last lines, credentials redacted (a server prints its arguments; the tail is quoted in results,
+        reports and failures)."""
         try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+            return redact("\n".join(self.log.read_text(errors="replace").splitlines()[-lines:]))
         except OSError as err:
             return f"<no log: {err}>"
 

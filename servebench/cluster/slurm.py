@@ -20,13 +20,11 @@ from servebench.catalog.budget import KILL_WAIT_S
 from servebench.cluster.heartbeat import DEFAULT_ORPHAN_AFTER_S, Heartbeat, holder_lines
 from servebench.core.processes import stop_group
 from servebench.recipe.schema.cluster import SlurmAccess
+from servebench.cluster.slurm_jobs import ENDED, _run, job_identity, job_state
 from servebench.cluster.srun import node_local_argv, srun_prefix, step_image, step_name, unset_argv
 
 log = logging.getLogger(__name__)
 
-# Job states after which a job never runs again (squeue forgets them; sacct keeps them).
-ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
-         "DEADLINE", "REVOKED", "SPECIAL_EXIT")
 # Pending reasons that never resolve by waiting. Not ReqNodeNotAvail: nodes drained, down or reserved for maintenance
 # come back (the job waits, and a timeout says the reason it waited on).
 NEVER_SCHEDULED = ("PartitionNodeLimit", "PartitionConfig", "BadConstraints", "InvalidAccount", "InvalidQOS",
@@ -36,10 +34,6 @@ NEVER_SCHEDULED = ("PartitionNodeLimit", "PartitionConfig", "BadConstraints", "I
 def never_starts(state: str, reason: str) -> bool:
     """Whether a job in ``state`` pending for ``reason`` can never start, so that waiting is pointless."""
     return state == "PENDING" and any(reason.startswith(r) for r in NEVER_SCHEDULED)
-
-
-def _run(argv: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def partition_nodes(partition: str | None) -> list[str]:
@@ -93,8 +87,9 @@ class SlurmAllocation(Allocation):
 
     def __init__(self, request: AllocationRequest, nodes: list[str], job_id: str | None = None, dry: bool = False,
                  node_local: dict[str, str] | None = None, heartbeat: Heartbeat | None = None,
-                 release_wait_s: float = RELEASE_WAIT_S):
+                 release_wait_s: float = RELEASE_WAIT_S, identity: dict | None = None):
         super().__init__(request, nodes, job_id, dry)
+        self.identity = identity       # the job beyond its id (slurm_jobs.job_identity), kept in the manifest
         self.node_local = dict(node_local or {})
         self.heartbeat = heartbeat
         self.release_wait_s = release_wait_s
@@ -107,6 +102,9 @@ class SlurmAllocation(Allocation):
                     *unset_argv(env, argv)]
         return [*srun_prefix(self.job_id, node, self.request, name, image), "--",
                 *node_local_argv(self.node_local, node, argv)]
+
+    def describe(self) -> dict:
+        return {**super().describe(), "job": self.identity}
 
     def steps(self) -> dict[str, str]:
         """step name -> step id (JOB.STEP) of this job's running steps."""
@@ -201,24 +199,6 @@ class SlurmAllocation(Allocation):
 ENDING_S = 8          # how long a job Slurm is ending may show COMPLETING before its final state
 
 
-def job_state(job_id: str) -> tuple[str | None, str]:
-    """(state, "reason|nodes") of a job: squeue while Slurm lists it, else the accounting record (sacct, or
-    sacct -c where accounting storage is off). State None: no source knows the job (yet)."""
-    q = _run(["squeue", "-h", "-j", job_id, "-o", "%T|%r|%N"])
-    line = q.stdout.strip()
-    if q.returncode == 0 and line:
-        state, rest = line.split("|", 1)
-        return state, rest
-    for argv in (["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,NodeList"],
-                 ["sacct", "-c", "-n", "-P", "-j", job_id, "-o", "State,NodeList"]):
-        out = _run(argv)
-        rows = [r for r in out.stdout.splitlines() if "|" in r]
-        if out.returncode == 0 and rows:
-            state, nodes = rows[-1].split("|", 1)
-            return state, f"|{nodes}"
-    return None, ""
-
-
 class SlurmBackend(Backend):
     name = "slurm"
 
@@ -268,6 +248,7 @@ class SlurmBackend(Backend):
             raise ClusterError(f"sbatch {script} failed: {sub.stderr.strip()}")
         job_id = sub.stdout.strip().split(";")[0]
         try:
+            identity = job_identity(job_id)        # listed from submission on: pending or running
             nodelist = self._wait_running(job_id, timeout)
             hosts = _run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
         except BaseException:
@@ -275,7 +256,8 @@ class SlurmBackend(Backend):
             _run(["scancel", job_id])
             raise
         return SlurmAllocation(request, hosts, job_id, node_local=self._node_local, heartbeat=beat,
-                               release_wait_s=self.cluster.slurm.release_wait_s if self.cluster else RELEASE_WAIT_S)
+                               release_wait_s=self.cluster.slurm.release_wait_s if self.cluster else RELEASE_WAIT_S,
+                               identity=identity)
 
     @staticmethod
     def _wait_running(job_id: str, timeout: float) -> str:

@@ -33,6 +33,11 @@ def disk_problem(err: BaseException) -> str | None:
     if isinstance(err, DiskError):
         return err.strerror
     if isinstance(err, OSError) and err.errno in FULL_OR_READ_ONLY:
+        where = Path(err.filename) if isinstance(err.filename, (str, os.PathLike)) else None
+        if where is not None and not where.exists():     # a folder it could not make: say where it would have been
+            within = next((p for p in where.parents if p.exists()), None)
+            return f"cannot create {where}" + (f" in {within}" if within else "") + \
+                f": {FULL_OR_READ_ONLY[err.errno]}"
         return f"cannot write {err.filename}: {FULL_OR_READ_ONLY[err.errno]}"
     return None
 
@@ -111,16 +116,48 @@ def _no_constants(name: str):
     raise ValueError(f"{name} is not a JSON number (servebench writes null for a value it could not measure)")
 
 
+# What a JSON file servebench reads may be: results, searches, manifests and baselines are a few MB and a few levels
+# deep; a file past either bound is not one servebench wrote, and is refused before it is walked.
+MAX_JSON_BYTES = 256 * 2**20
+MAX_JSON_DEPTH = 64
+
+
+def json_depth(data: Any) -> int:
+    """How deeply ``data`` nests lists and objects (iteratively: a hostile file cannot exhaust the stack)."""
+    deepest, todo = 0, [(data, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if deepest > MAX_JSON_DEPTH:
+                return deepest
+            todo.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item)
+                        if isinstance(v, (dict, list)))
+    return deepest
+
+
 def read_json(path: Path | str) -> Any:
-    """Strict JSON from a file (NaN/Infinity refused); ValueError naming the file and what is wrong."""
+    """Strict JSON from a file (NaN/Infinity refused), as untrusted input: at most MAX_JSON_BYTES, nested at most
+    MAX_JSON_DEPTH levels; ValueError (one line) naming the file and what is wrong."""
     path = Path(path)
     if path.is_symlink() and not path.exists():
         raise ValueError(f"{path}: a dangling symlink or a symlink loop")
     if path.is_dir():
         raise ValueError(f"{path}: a folder, not a file")
     try:
-        return json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constants)
+        size = path.stat().st_size
+        text = path.read_text(encoding="utf-8") if size <= MAX_JSON_BYTES else None
     except (OSError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: cannot read it ({err})") from None
+    if text is None:
+        raise ValueError(f"{path}: {size:,} bytes, more than the {MAX_JSON_BYTES:,} a file servebench writes can be")
+    try:
+        data = json.loads(text, parse_constant=_no_constants)
+        depth = json_depth(data)
+    except RecursionError:
+        data, depth = None, MAX_JSON_DEPTH + 1
     except ValueError as err:
         raise ValueError(f"{path}: not JSON ({err})") from None
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError(f"{path}: nested deeper than {MAX_JSON_DEPTH} levels: not a file servebench wrote")
+    return data

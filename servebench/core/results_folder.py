@@ -22,10 +22,17 @@
 A folder with ``points/`` directly in it (older sessions, checked-in test data) reads as one run whose base is
 itself. Paths are plain ``Path`` objects; a node that sees the folder under another name gets the same relative
 layout (servebench.server.placement passes the strings on). Nothing here creates anything.
+
+Every name that becomes part of a path (a run id, profile id, case id, model, cluster) passes :func:`name` first: a
+results file is untrusted input (copied between clusters, or written by hand), and a case id with ``../`` in it
+once made ``servebench report`` write outside its folder.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +41,23 @@ HISTORY = "history.sqlite"
 REPORT = "report"
 RUNS = "runs"
 LATEST = "latest"
+# What a name inside a path may be: letters, digits, '.', '_', '+', '-'; not starting with '.', never '..'; at most
+# NAME_MAX characters. (No look-around: the result model's JSON Schema carries the same pattern.)
+SAFE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_+-]*(\.[A-Za-z0-9_+-]+)*$"
+NAME_MAX = 200
+
+
+def new_run_id() -> str:
+    """UTC time to the second, the process and a random part: two sessions started together never share one."""
+    return time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + f"{os.getpid()}-{os.urandom(2).hex()}"
+
+
+def name(value: str, what: str = "name") -> str:
+    """``value`` if it is a safe name for a path component (:data:`SAFE_NAME`); ValueError (one line) if not."""
+    if not isinstance(value, str) or len(value) > NAME_MAX or not re.match(SAFE_NAME, value):
+        raise ValueError(f"{what} {value!r} cannot name a file or folder (letters, digits, '.', '_', '+' and '-' "
+                         "only, no '..', at most {NAME_MAX}): a results file servebench did not write?")
+    return value
 
 
 @dataclass(frozen=True)
@@ -152,7 +176,7 @@ class ProfileFolder:
         return self.root / "dynamo-discovery"
 
     def case(self, case_id: str) -> CaseFolder:
-        return CaseFolder(self.root / case_id)
+        return CaseFolder(self.root / name(case_id, "case id"))
 
 
 @dataclass(frozen=True)
@@ -179,7 +203,7 @@ class ResultsFolder:
     @classmethod
     def for_run(cls, base: Path | str, run_id: str) -> "ResultsFolder":
         """Where a new session with ``run_id`` writes."""
-        return cls(Path(base) / RUNS / run_id, Path(base))
+        return cls(Path(base) / RUNS / name(run_id, "run id"), Path(base))
 
     @property
     def shared(self) -> Path:
@@ -204,7 +228,7 @@ class ResultsFolder:
         return self.root / POINTS
 
     def point(self, case_id: str) -> Path:
-        return self.points / f"{case_id}.json"
+        return self.points / f"{name(case_id, 'case id')}.json"
 
     @property
     def summary(self) -> Path:
@@ -216,7 +240,7 @@ class ResultsFolder:
 
     def search(self, profile_id: str) -> Path:
         """A profile's search (profile.search): its answer, bracket and probes (each probe is also a point)."""
-        return self.searches / f"{profile_id}.json"
+        return self.searches / f"{name(profile_id, 'profile id')}.json"
 
     @property
     def manifest(self) -> Path:
@@ -237,7 +261,7 @@ class ResultsFolder:
         return self.shared / ".hf-cache"
 
     def profile(self, profile_id: str, part: int | None = None) -> ProfileFolder:
-        return ProfileFolder(self.root / profile_id, part)
+        return ProfileFolder(self.root / name(profile_id, "profile id"), part)
 
     def case(self, profile_id: str, case_id: str) -> CaseFolder:
         return self.profile(profile_id).case(case_id)
@@ -272,13 +296,13 @@ class ReportFolder:
         return self.root / "report.html"
 
     def pareto(self, model: str, cluster: str) -> Path:
-        return self.root / f"pareto-{model}-{cluster}.png"
+        return self.root / f"pareto-{name(model, 'model')}-{name(cluster, 'cluster')}.png"
 
     def offload_ab(self, base: str, offload: str) -> Path:
-        return self.root / f"offload-ab-{offload}-vs-{base}.png"
+        return self.root / f"offload-ab-{name(offload, 'profile id')}-vs-{name(base, 'profile id')}.png"
 
     def point_plot(self, case_id: str) -> Path:
-        return self.root / f"series-{case_id}.png"
+        return self.root / f"series-{name(case_id, 'case id')}.png"
 
     def search_plot(self, profile_id: str) -> Path:
-        return self.root / f"search-{profile_id}.png"
+        return self.root / f"search-{name(profile_id, 'profile id')}.png"

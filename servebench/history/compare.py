@@ -107,7 +107,7 @@ def verdict(low: float, high: float, better: str) -> str:
 
 def compare_point(a: dict, b: dict, seed: int = 0, metrics: tuple[str, ...] | None = None,
                   noise: dict[str, Noise | None] | None = None) -> list[Change]:
-    """Changes from point ``a`` to point ``b`` (dicts of servebench.history.store.point)."""
+    """Changes from point ``a`` to point ``b`` (dicts of servebench.history.rows.point)."""
     return compare_groups([a], [b], seed, metrics, noise)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from servebench.history import machines
 from servebench.history.compare import Change, compare_groups
 from servebench.history.noise import Noise, Repeat, pooled, repeats as _repeats
-from servebench.history.store import cases, point, results
+from servebench.history.rows import cases, point, results
 from servebench.results import metrics as registry
 
 
@@ -57,7 +57,7 @@ def repeats(con: sqlite3.Connection, cluster: str, metric: str = "output_tps_per
         raise ValueError(f"{metric!r} is not a metric (known: {', '.join(registry.METRICS)})")
     rows = con.execute("SELECT run_id, case_id, fingerprint, result_json FROM points WHERE cluster = ? "
                        "ORDER BY case_id, started_at, run_id", (cluster,)).fetchall()
-    from servebench.history.store import metric_values
+    from servebench.history.rows import metric_values
     return _repeats((case, fp, run, metric_values(con, run, case, blob)[metric])
                     for run, case, fp, blob in rows if run not in exclude)
 
@@ -87,7 +87,7 @@ def case_profiles(con: sqlite3.Connection) -> dict[str, str]:
 
 
 def by_case(con: sqlite3.Connection, runs: list[str], profile: str | None = None) -> dict[str, list[dict]]:
-    """Each case's points (servebench.history.store.point) in ``runs``, of ``profile`` if given."""
+    """Each case's points (servebench.history.rows.point) in ``runs``, of ``profile`` if given."""
     got: dict[str, list[dict]] = {}
     for run in runs:
         for case in cases(con, run):

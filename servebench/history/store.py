@@ -31,7 +31,7 @@ from servebench.load.records import Request
 from servebench.results import metrics as registry
 from servebench.results import requests as request_file
 from servebench.results.files import load_points
-from servebench.results.model import PointResult, parse
+from servebench.results.model import PointResult
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,11 @@ CREATE INDEX IF NOT EXISTS requests_by_point ON requests(run_id, case_id);
 # What the store keeps of each profiled request (servebench.load.records.Request's fields); a store written before
 # the last two existed gets them added, empty, when it is opened to write.
 REQUEST_COLUMNS = ("output_tokens", "latency_ms", "ttft_ms", "ok", "end_s", "input_tokens", "start_s")
+# What every store servebench made has (a store written before requests' last columns existed still reads).
+NEEDED = {"runs": ("run_id", "git_commit", "added_at", "source"),
+          "points": ("run_id", "case_id", "profile", "cluster", "concurrency", "fingerprint", "gpus", "duration_s",
+                     "passed", "started_at", "result_json"),
+          "requests": ("run_id", "case_id", "output_tokens", "latency_ms", "ttft_ms", "ok")}
 POINT_COLUMNS = ("run_id", "case_id", "profile", "cluster", "concurrency", "fingerprint", "gpus", "duration_s",
                  "passed", "started_at", "result_json")
 
@@ -102,10 +107,15 @@ def connect(db: Path | str, create: bool = True) -> sqlite3.Connection:
             con.executescript(SCHEMA)
             for column in [c for c in REQUEST_COLUMNS if c not in _columns(con, "requests")]:
                 con.execute(f"ALTER TABLE requests ADD COLUMN {column} REAL")
-        con.execute("SELECT run_id, git_commit FROM runs LIMIT 1")
+        missing = [f"{table}.{column}" for table, columns in NEEDED.items()
+                   for column in sorted(set(columns) - _columns(con, table))]
     except sqlite3.DatabaseError as err:
         con.close()
         raise ValueError(f"{db}: not a servebench history ({err})") from None
+    if missing:
+        con.close()
+        raise ValueError(f"{db}: not a servebench history (no {', '.join(missing[:4])}"
+                         f"{' ...' if len(missing) > 4 else ''}): a file another program wrote, or one edited by hand")
     return con
 
 
@@ -212,55 +222,3 @@ def _row(q: Request) -> tuple:
 
 def _real(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def runs(con: sqlite3.Connection) -> list[dict]:
-    rows = con.execute("SELECT r.run_id, r.git_commit, r.added_at, r.source, COUNT(p.case_id), SUM(p.passed) FROM "
-                       "runs r LEFT JOIN points p USING (run_id) GROUP BY r.run_id ORDER BY MIN(p.started_at), "
-                       "r.run_id")
-    return [{"run_id": a, "git_commit": b, "added_at": c, "source": src, "points": n, "passed": ok or 0}
-            for a, b, c, src, n, ok in rows]
-
-
-def metric_values(con: sqlite3.Connection, run_id: str, case_id: str, result_json: str | None = None
-                  ) -> dict[str, float | None]:
-    """Every registered metric of a point: as stored, and computed from its stored result where not stored."""
-    have = dict(con.execute("SELECT name, value FROM metrics WHERE run_id = ? AND case_id = ?", (run_id, case_id))) \
-        if _has_table(con, "metrics") else {}
-    missing = [name for name in registry.METRICS if name not in have]
-    if missing:
-        if result_json is None:
-            result_json = con.execute("SELECT result_json FROM points WHERE run_id = ? AND case_id = ?",
-                                      (run_id, case_id)).fetchone()[0]
-        r = parse(json.loads(result_json))
-        have.update({name: _real(registry.METRICS[name].get(r)) for name in missing})
-    return {name: have.get(name) for name in registry.METRICS}
-
-
-def point(con: sqlite3.Connection, run_id: str, case_id: str) -> dict | None:
-    """One point: its identity columns, every metric by name, and its per-request rows."""
-    row = con.execute("SELECT fingerprint, cluster, profile, gpus, duration_s, result_json FROM points WHERE "
-                      "run_id = ? AND case_id = ?", (run_id, case_id)).fetchone()
-    if row is None:
-        return None
-    out = dict(zip(("fingerprint", "cluster", "profile", "gpus", "duration_s"), row[:5]))
-    out.update(metric_values(con, run_id, case_id, row[5]))
-    out["run_id"], out["case_id"] = run_id, case_id
-    have = [c for c in REQUEST_COLUMNS if c in _columns(con, "requests")]      # a store opened read-only may be older
-    rows = con.execute(f"SELECT {', '.join(have)} FROM requests WHERE run_id = ? AND case_id = ?", (run_id, case_id))
-    out["requests"] = [_request(dict(zip(have, values))) for values in rows]
-    return out
-
-
-def _request(row: dict) -> Request:
-    return Request("profiling", ok=bool(row.pop("ok")), **row)
-
-
-def cases(con: sqlite3.Connection, run_id: str) -> list[str]:
-    return [c for (c,) in con.execute("SELECT case_id FROM points WHERE run_id = ? ORDER BY case_id", (run_id,))]
-
-
-def results(con: sqlite3.Connection, run_id: str) -> list[tuple[str, PointResult]]:
-    """(profile, result) of every point of a run, in case order."""
-    rows = con.execute("SELECT profile, result_json FROM points WHERE run_id = ? ORDER BY case_id", (run_id,))
-    return [(profile, parse(json.loads(blob))) for profile, blob in rows]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, ClassVar, Protocol
 
+from servebench.core.secrets import masked_argv
 from servebench.catalog.budget import CLIENT_SETUP_S, INTERRUPT_GRACE_S
 from servebench.server.containers import preamble_done
 from servebench.catalog.points import Point
@@ -172,7 +173,7 @@ class LoadGenerator(ABC):
         ``timeout``, ``elapsed`` and the ticks then count from the generator's own start, and the preamble has
         CLIENT_SETUP_S of its own (a slow first install no longer ends a point before its summary)."""
         inv.log.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(inv.command_file, shlex.join(inv.argv) + "\n")
+        write_atomic(inv.command_file, shlex.join(masked_argv(inv.argv)) + "\n")     # credentials redacted
         if start is None:
             start = lambda env, log: LocalProcess(inv.argv, env, log)      # noqa: E731
         began = time.monotonic()

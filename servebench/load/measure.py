@@ -202,7 +202,9 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
         client.check_after(dep.plan.client, inv, m.exit_code, generator.wrote(out_dir))
     except BaseException as err:
         m.stopped_by = _one_line(err)
-        m.interrupted = isinstance(err, (KeyboardInterrupt, SystemExit))
+        # Ctrl-C, SIGTERM (SystemExit), a pytest --timeout (servebench.plugin.timeout): anything but an Exception
+        # stopped the point from outside; what it measured is no measurement
+        m.interrupted = not isinstance(err, Exception)
         if sampling is not None:
             m.telemetry, m.power = sampling.stop(), sampling.power
         if hostload is not None:

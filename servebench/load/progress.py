@@ -31,8 +31,10 @@ class Phases:
         if self._first_done is None:
             return f"start-up {elapsed:.0f} s (the load generator loads its dataset; no request done yet)"
         if self._profiling_from is None:
-            return f"warm-up {elapsed - self._first_done:.0f} s, {done:.0f} of {self.warmup} warm-up requests done"
-        at = elapsed - self._profiling_from
+            return f"warm-up {max(0.0, elapsed - self._first_done):.0f} s, {done:.0f} of {self.warmup} warm-up " \
+                   "requests done"
+        # the phases are seen on the sampler's clock, which can run a scrape ahead of the caller's: never below 0
+        at = max(0.0, elapsed - self._profiling_from)
         if at <= self.duration_s:
             return f"profiling {at:.0f} s of ~{self.duration_s:.0f} s, {done:.0f} requests done"
         return f"grace {at - self.duration_s:.0f} s past the measured {self.duration_s:.0f} s (in-flight requests " \

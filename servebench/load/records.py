@@ -49,6 +49,12 @@ class LoadRecords:
     cancelled: bool | None = None     # the generator stopped early (its own live error gate)
     complete: bool | None = None
     problems: tuple[str, ...] = ()    # files that were torn or unreadable, one line each
+    # The measured phase as the generator held it (wall clock, seconds since the epoch): from its start to the end of
+    # its grace for the requests in flight, answered or not. None where the generator does not say.
+    window: tuple[float, float] | None = None
+    # Requests sent in the measured phase and never answered: the generator gave up on them at its grace's end (they
+    # are in no per-request record). None where the generator does not say.
+    unanswered: int | None = None
 
     def stat(self, name: str, stat: str = "avg") -> float | None:
         value = self.summary.get(name, {}).get(stat)

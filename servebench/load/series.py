@@ -145,21 +145,26 @@ def record_series(requests: list[Request], t0: float, slice_s: float, slices: in
             "ttft_p50_ms": [statistics.median(x) if x else None for x in ttft]}
 
 
-def client_open(requests: list[Request], t0: float, ends: list[float]) -> list[int | None]:
+def client_open(requests: list[Request], t0: float, ends: list[float], until: float | None = None,
+                unanswered: int = 0) -> list[int | None]:
     """Per slice (``ends``: each slice's end, seconds since the generator started at wall clock ``t0``; the first
     begins at 0, where the sampler took its first scrape): how many
     of the generator's requests were open for the whole slice, by its own records (sent before the slice began,
     answered after it ended, or never). None outside the measured window (before the first request was sent,
-    after the last was answered): the generator's start-up and wind-down are no stall."""
+    after the last was answered, or, where the generator says when its measured phase ended (``until``, on the same
+    clock), after that): the generator's start-up and wind-down are no stall. ``unanswered``: requests the generator
+    gave up on at its grace's end, which no record holds; they count as open from the last answer to ``until``."""
     spans = [(r.start_s - t0, (r.end_s - t0) if r.end_s is not None else float("inf"))
              for r in requests if r.start_s is not None]
     if not spans:
         return [None] * len(ends)
-    first, last = min(s for s, _ in spans), max(e for _, e in spans)
+    first, answered = min(s for s, _ in spans), max(e for _, e in spans)
+    last = max(answered, until) if until is not None else answered
     out: list[int | None] = []
     for i, end in enumerate(ends):
         start = ends[i - 1] if i else 0.0
-        out.append(sum(1 for s, e in spans if s <= start and e >= end) if start >= first and end <= last else None)
+        held = sum(1 for s, e in spans if s <= start and e >= end) + (unanswered if start >= answered else 0)
+        out.append(held if start >= first and end <= last else None)
     return out
 
 

@@ -29,8 +29,10 @@ from servebench.core.files import copy_atomic, disk_problem
 from servebench.core.results_folder import CaseFolder
 from servebench.plugin import hookspecs
 from servebench.plugin.session import ALLOCATION, NAME, ServebenchSession, of
+from servebench.plugin.fixtures import speak_while_waiting
+from servebench.plugin.timeout import TIMED_OUT
 
-pytest_plugins = ["servebench.plugin.fixtures", "servebench.plugin.search"]
+pytest_plugins = ["servebench.plugin.fixtures", "servebench.plugin.search", "servebench.plugin.timeout"]
 log = logging.getLogger(__name__)
 
 BASE_MARKERS = {
@@ -96,6 +98,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, text in markers(session.recipes_dir).items():
         config.addinivalue_line("markers", f"{name}: {text}")
     atexit.register(release_all)
+    config.add_cleanup(speak_while_waiting(config))
     if threading.current_thread() is threading.main_thread():
         # SIGTERM (a CI cancel, scancel of the login job, a timeout wrapper) unwinds like Ctrl-C:
         # pytest then runs every fixture teardown, which releases allocations and stops processes.
@@ -170,6 +173,11 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     if disk is not None:     # a full or read-only results disk: one line per case, naming the file, no traceback
         report.longrepr = f"{case}: results not written: {disk}; what was written before is kept"
     alloc = getattr(item, "funcargs", {}).get("sb_allocation") or item.stash.get(ALLOCATION, None)
+    if item.stash.get(TIMED_OUT, None) is not None:      # one line (servebench.plugin.timeout); logs still kept
+        report.longrepr = item.stash[TIMED_OUT]
+        if case is not None and isinstance(alloc, Allocation) and report.failed:
+            keep_logs(alloc.processes, of(item.config).results.case(callspec.params["sb_profile"], case))
+        return report
     if report.failed and isinstance(alloc, Allocation):
         shown = str(report.longrepr or "")
         ended = [p for p in alloc.processes if p.popen is not None and not p.alive()]

@@ -17,6 +17,7 @@ from typing import Callable
 import pytest
 
 from servebench.catalog.points import Point
+from servebench.core import poll
 from servebench.cluster import Allocation, ClusterError, ProcessDied
 from servebench.load.generator import LoadGenerator, generator_for
 from servebench.load.client import ClientSetupFailed, FilesNotBack
@@ -255,3 +256,23 @@ def _status_line(config: pytest.Config):
         else:
             reporter.write_line(f"    {text}")
     return write
+
+
+SPEAK_S = 20          # a wait says where it is at least this often (scripts/bench must never be silent for 30 s)
+
+
+def speak_while_waiting(config: pytest.Config) -> Callable[[], None]:
+    """Every wait of the session (servebench.core.poll: a server's readiness, a model's generation, a job's start)
+    says what it waits for and for how long, on the status line, every SPEAK_S seconds; returns the function that
+    stops it."""
+    write = _status_line(config)
+    if write is None:
+        return lambda: None
+    said = [0.0]
+
+    def heard(what: str, waited: float, last: object) -> None:
+        now = time.monotonic()
+        if waited >= SPEAK_S and now - said[0] >= SPEAK_S:
+            said[0] = now
+            write(f"waiting for {what}: {waited:.0f} s so far ({last})")
+    return poll.listen(heard)

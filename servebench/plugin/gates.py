@@ -30,11 +30,11 @@ def against(config: pytest.Config, r: PointResult, requests: Path) -> tuple[str,
 def evidence(history: Path, key: str, r: PointResult, requests: Path) -> tuple[str, Change] | None:
     """(runs, change of output tok/s per GPU) of point ``r`` (its requests file: ``requests``) against the runs
     ``key`` names in ``history``, or None where none of them measured the point."""
-    from servebench.history import queries, store
+    from servebench.history import queries, rows, store
     from servebench.history.compare import compare_groups
     with closing(store.connect(history, create=False)) as con:
         runs = queries.resolve_runs(con, key)
-        base = [p for run in runs if (p := store.point(con, run, r.identity.case_id)) is not None]
+        base = [p for run in runs if (p := rows.point(con, run, r.identity.case_id)) is not None]
         known = queries.noise(con, r.identity.cluster)
     if not base:
         return None

@@ -8,7 +8,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import time
 from contextlib import closing
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from servebench.catalog.points import Point, parse_allocation_key, points
 from servebench.cluster import Allocation, release_all
 from servebench.core.errors import ConfigError
 from servebench.core.files import disk_problem, link_atomic, write_atomic
-from servebench.core.results_folder import ReportFolder, ResultsFolder
+from servebench.core.results_folder import ReportFolder, ResultsFolder, new_run_id
 from servebench.plugin.collector import Collector
 from servebench.recipe.profile import Profile
 from servebench.results.baseline import load as load_baseline
@@ -30,11 +29,6 @@ log = logging.getLogger(__name__)
 NAME = "servebench-session"
 # The allocation a case ran on (for its failure report), stashed on the test item.
 ALLOCATION = pytest.StashKey[Allocation]()
-
-
-def new_run_id() -> str:
-    """UTC time to the second, the process and a random part: two sessions started together never share one."""
-    return time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + f"{os.getpid()}-{os.urandom(2).hex()}"
 
 
 def of(config: pytest.Config) -> "ServebenchSession":

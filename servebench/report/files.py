@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servebench.core.files import write_atomic
+from servebench.core.files import read_json, write_atomic
 from servebench.core.format import number
 from servebench.core.results_folder import ReportFolder, ResultsFolder
 from servebench.report import ab, gpuhours, offload, plots
@@ -153,8 +152,8 @@ def stored_searches(results_dir: Path) -> list[dict]:
     out = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            out.append(json.loads(path.read_text()))
-        except (OSError, ValueError) as err:
+            out.append(read_json(path))
+        except ValueError as err:
             log.warning("%s: not read (%s)", path, err)
     return out
 

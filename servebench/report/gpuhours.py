@@ -3,10 +3,10 @@ results folder, from its manifest.json and its points."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from servebench.catalog.points import parse_allocation_key
+from servebench.core.files import read_json
 from servebench.core.format import number
 from servebench.core.results_folder import ResultsFolder
 from servebench.results.accounting import LABELS, PHASES, Held, session
@@ -17,8 +17,8 @@ def of_folder(results_dir: Path, points: list[PointResult]) -> tuple[list[Held],
     """The accounting of a results folder's session (None without a manifest)."""
     manifest = ResultsFolder.at(results_dir).manifest
     try:
-        data = json.loads(Path(manifest).read_text())
-    except (OSError, ValueError):
+        data = read_json(manifest)
+    except ValueError:
         return None
     gpus = {r.identity.profile: r.throughput.gpus for r in points}
     return session(data, points, gpus)

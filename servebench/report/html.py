@@ -18,7 +18,7 @@ from pathlib import Path
 from servebench.core.files import write_atomic
 from servebench.core.format import number
 from servebench.core.results_folder import ResultsFolder
-from servebench.history import changelog, queries, store
+from servebench.history import changelog, queries, rows, store
 from servebench.report import gpuhours, offload
 from servebench.report.page import TEMPLATE
 from servebench.results import metrics as registry
@@ -34,13 +34,13 @@ def collect(db: Path | str, page_dir: Path | None = None, changelog_file: Path |
     entries = changelog.load_entries(changelog_file) if changelog_file else []
     out = {"runs": [], "comparisons": [], "changelog": []}
     with closing(store.connect(db, create=False)) as con:
-        runs = store.runs(con)
+        runs = rows.runs(con)
         columns = registry.shown("report")         # the points table: the registry's report metrics, in order
         out["columns"] = [m.label for m in columns]
         for run in runs:
             points, parsed = [], []
             source = Path(run["source"]) if run["source"] and page_dir else None
-            for profile, r in store.results(con, run["run_id"]):
+            for profile, r in rows.results(con, run["run_id"]):
                 parsed.append(r)
                 case = r.identity.case_id
                 links = _links(source, page_dir, profile, case, r.run.generator) if source else {}

@@ -20,16 +20,22 @@ def schema() -> dict:
     return json.loads(resources.files("servebench").joinpath("schemas/baseline.schema.json").read_text())
 
 
-def make(results_dir: Path, cluster: str | None = None, dropped: dict[str, str] | None = None) -> dict:
-    """The baseline of a results folder; ``dropped`` receives each file or point left out and why."""
+def make(results_dir: Path, cluster: str | None = None, dropped: dict[str, str] | None = None,
+         hint: str | None = None) -> dict:
+    """The baseline of a results folder; ``dropped`` receives each file or point left out and why. Without
+    ``cluster``, the folder's one cluster, else ``hint`` where it names one of them (the output file's name:
+    ``baselines/local-cpu.json``)."""
     dropped = {} if dropped is None else dropped
     points, rejected = load_points(results_dir)
     dropped.update(rejected)
     clusters = sorted({r.identity.cluster for r in points})
     if cluster is None:
-        if len(clusters) != 1:
-            raise ValueError(f"{results_dir} holds results of {clusters or 'no'} cluster(s); pass --cluster")
-        cluster = clusters[0]
+        if len(clusters) != 1 and hint not in clusters:
+            raise ValueError(f"{results_dir} holds results of {len(clusters)} clusters ({', '.join(clusters)})"
+                             f"; pass --cluster with one of them, or name the output after one "
+                             f"(--out baselines/{clusters[0]}.json)" if clusters else
+                             f"{results_dir} holds no result to make a baseline of")
+        cluster = clusters[0] if len(clusters) == 1 else hint
     chosen = []
     for r in points:
         name = f"{r.identity.case_id}.json"

@@ -31,6 +31,8 @@ def error_cause(error: dict) -> str:
         return "client_error"
     if code is None and error.get("type") in ("RequestCancellationError", "CancelledError"):
         return "cancelled"
+    if error.get("type") == "InvalidInferenceResultError" or "no responses were received" in text:
+        return "empty_response"          # answered, with nothing in it: AIPerf's name for a completion with no data
     return "transport" if code is None else "other"
 
 
@@ -56,6 +58,9 @@ def build(m: Measurement) -> PointResult:
             problems.append(f"{rec.generator} wrote no summary: requests counted from its per-request records")
     if completed is None and successful is not None:
         completed = successful + (errors or 0.0)
+    if rec.unanswered:            # sent in the window, never answered: failed requests the records do not hold
+        causes["unanswered"] += rec.unanswered
+        errors, completed = (errors or 0.0) + rec.unanswered, (completed or 0.0) + rec.unanswered
     error_rate = (errors / completed) if completed else None
 
     gpus = p.topology.gpus          # every worker's GPUs (TP x DP x PP x agg_workers)
@@ -103,10 +108,10 @@ def build(m: Measurement) -> PointResult:
                 "stopped_at_s": m.stopped_at_s, "planned_s": float(p.spec.load.duration_s),
                 "checkpoints": [{"at_s": at, "found": found} for at, found in m.looks],
                 "ready_workers": m.ready_workers, "expected_workers": m.expected_workers,
-                "kv_events": kv_events_delta(m.kv_events_before, m.kv_events_after)},
+                "kv_events": kv_events_delta(m.kv_events_before, m.kv_events_after), "window": window_block(m)},
         "requests": {"completed": completed, "successful": successful, "errors": errors, "error_rate": error_rate,
                      "errors_by_cause": dict(sorted(causes.items())), "warmup_dropped": len(rec.warmup),
-                     "recorded": len(profiled)},
+                     "recorded": len(profiled), "unanswered": rec.unanswered},
         "throughput": {
             "duration_s": rec.stat("duration_s"), "requests_per_s": rec.stat("requests_per_s"),
             "input_tps": rec.stat("input_tps"), "output_tps": out_tps, "total_tps": total_tps, "gpus": gpus,
@@ -148,6 +153,16 @@ def window_of(profiled: list) -> tuple[float, float] | None:
     starts = [r.start_s for r in profiled if r.start_s is not None]
     ends = [r.end_s for r in profiled if r.end_s is not None]
     return (min(starts), max(ends)) if starts and ends and max(ends) > min(starts) else None
+
+
+def window_block(m: Measurement) -> dict | None:
+    """The measured phase on the run's clock, as the generator held it, and when its last answer came."""
+    w, t0 = m.records.window, m.run_started
+    if w is None or t0 is None:
+        return None
+    ends = [r.end_s for r in m.records.profiled if r.end_s is not None]
+    return {"start_s": round(w[0] - t0, 3), "end_s": round(w[1] - t0, 3),
+            "last_answer_s": round(max(ends) - t0, 3) if ends else None}
 
 
 def measured_window(m: Measurement) -> tuple:
@@ -196,8 +211,10 @@ def series_block(m: Measurement) -> dict | None:
     slice_s = counters["t"][-1] / len(counters["t"])
     t0, requests = m.run_started or 0.0, list(m.records.requests)
     done = record_series(requests, t0, slice_s, len(counters["t"]))
+    w = m.records.window
     return {"slice_s": round(slice_s, 3), **counters, **done,
-            "client_open": client_open(requests, t0, counters["t"])}
+            "client_open": client_open(requests, t0, counters["t"], until=w[1] - t0 if w else None,
+                                       unanswered=m.records.unanswered or 0)}
 
 
 def evidence_block(profiled: list) -> dict:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PositiveInt, ValidationError
 
+from servebench.core.results_folder import NAME_MAX, SAFE_NAME
 from servebench.recipe.schema.sweep import RunLength
 from servebench.results.parts import (BoundVerdict, Economics, Evidence, HostLoad, Machine, Series, SloTierResult,
                                       SteadyInfo, Telemetry, TraceReuse, _Part)
@@ -41,12 +42,13 @@ class OffloadInfo(_Part):
 
 
 class Identity(_Part):
-    case_id: str
-    run_id: str
-    profile: str
-    model: str
+    case_id: str = Field(pattern=SAFE_NAME, max_length=NAME_MAX, description="names the point's files: letters, "
+                         "digits, '.', '_', '+', '-', no '..'")
+    run_id: str = Field(pattern=SAFE_NAME, max_length=NAME_MAX)
+    profile: str = Field(pattern=SAFE_NAME, max_length=NAME_MAX)
+    model: str = Field(pattern=SAFE_NAME, max_length=NAME_MAX)
     model_repo: str | None
-    cluster: str
+    cluster: str = Field(pattern=SAFE_NAME, max_length=NAME_MAX)
     gpu_type: str
     image: str | None
     concurrency: int
@@ -70,6 +72,13 @@ class Look(_Part):
     found: str
 
 
+class Window(_Part):
+    """The measured phase on the run's clock (seconds since the load generator started, as the series' ``t``)."""
+    start_s: float = Field(description="the measured (profiling) phase's start")
+    end_s: float = Field(description="its end: the end of the grace for the requests in flight, answered or not")
+    last_answer_s: float | None = Field(None, description="when the phase's last answered request ended")
+
+
 class RunInfo(_Part):
     generator: str = Field(description="the load generator that drove the point (profile.load.generator)")
     exit_code: int | None = Field(description="the load generator's exit code (None: it did not run to an end)")
@@ -80,9 +89,9 @@ class RunInfo(_Part):
     artifact_dir: str = Field(description="the generator's own output folder")
     server_logs: list[str]
     stopped_by: str | None = Field(None, description="what ended the run early (one line), if anything did")
-    interrupted: bool = Field(False, description="the session was interrupted (Ctrl-C, SIGTERM) during the point: "
-                              "what it measured is kept, but it is no measurement to compare (the history keeps it "
-                              "out)")
+    interrupted: bool = Field(False, description="the session was interrupted (Ctrl-C, SIGTERM, a pytest --timeout) "
+                              "during the point: what it measured is kept, but it is no measurement to compare (the "
+                              "history keeps it out)")
     server_died: str | None = Field(None, description="a server process no longer running after the point (one "
                                    "line: which, where, how it ended); the point then fails, saying so first")
     problems: list[str] = Field(default_factory=list, description="files the result was built without, and why")
@@ -94,6 +103,8 @@ class RunInfo(_Part):
     ready_workers: int | None = Field(None, description="serving instances ready at the point's start (Dynamo: the "
                                       "generate instances its frontend lists; vLLM: API servers answering /health)")
     expected_workers: int | None = Field(None, description="the serving instances the deployment started with")
+    window: Window | None = Field(None, description="the measured phase as the load generator held it (None: it "
+                                  "does not say)")
     kv_events: dict[str, float] | None = Field(None, description="KV events the KV-aware router applied over the run, "
                                                "by status (ok, block_not_found, ...); None: no such router")
 
@@ -107,6 +118,9 @@ class Requests(_Part):
     warmup_dropped: int
     recorded: int | None = Field(None, description="the profiled requests in the generator's per-request export: "
                                  "fewer than completed is an export cut short (a full disk), not a measurement")
+    unanswered: int | None = Field(None, description="requests sent in the measured window and never answered: the "
+                                   "generator gave up on them at its grace's end. Counted in completed and errors "
+                                   "(cause unanswered); None where the generator does not say")
 
     @property
     def cut_short(self) -> bool:

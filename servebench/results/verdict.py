@@ -6,17 +6,16 @@ that stored verdict and never re-judge.
 
 from __future__ import annotations
 
-import math
 from datetime import datetime, timezone
 
 from servebench.core.format import interval, number
-from servebench.load.series import stalls
 from servebench.results import routing
 from servebench.results.bound import client_late
 from servebench.results.reuse import GAP as REUSE_GAP, LOW as REUSE_LOW, REQUESTS as REUSE_REQUESTS, WARM
 from servebench.results.slo import describe
 from servebench.recipe.profile import Profile
 from servebench.results.model import Check, PointResult, Verdict
+from servebench.results.window import generator_ended, ran_out_check, stall_check, unanswered_check
 
 
 def _check(name: str, ok: bool, passed: str, failed: str) -> Check:
@@ -54,7 +53,7 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
             f"{run.generator}'s per-request export holds {_count(req.recorded)} of the {_count(req.completed)} "
             f"requests its summary counts (cut short: a full or failing disk?): the requests' latencies and the "
             f"history's rows are not the point's (its files: {run.artifact_dir})")))
-    checks += [c for c in (generator_ended(result), stall_check(result, g.max_stall_s),
+    checks += [c for c in (generator_ended(result), unanswered_check(result), stall_check(result, g.max_stall_s),
                            ran_out_check(result, profile.spec.load), reuse_check(result), counters_check(result),
                            routing.check(result)) if c is not None]
 
@@ -115,20 +114,6 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
                    judged_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
-def generator_ended(result: PointResult) -> Check | None:
-    """The load generator ran to its own end (exit code 0), or servebench stopped it (the adaptive rule), or it
-    aborted on the live error gate (that check says so): None. A generator killed or crashed mid-point left records
-    that look like a short run, and such a point passed (#35): a failed check saying how it ended."""
-    run = result.run
-    if run.exit_code == 0 or run.stopped_at_s is not None or run.was_cancelled or run.interrupted:
-        return None
-    how = ("did not run to an end" if run.exit_code is None else
-           f"was killed by signal {-run.exit_code}" if run.exit_code < 0 else f"exited with code {run.exit_code}")
-    return Check(name="generator", ok=False, message=(
-        f"{run.generator} {how} during the point: what it wrote is not a measurement of the window (its log: "
-        f"{run.artifact_dir}/logs)"))
-
-
 COUNTER_TOLERANCE = 0.01
 
 
@@ -172,28 +157,6 @@ def slo_check(result: PointResult, tier: str) -> Check:
                  "profile.gates.slo)")
 
 
-RAN_OUT = 0.9          # a fixed point whose requests span less than this share of its planned length ran out
-
-
-def ran_out_check(result: PointResult, load) -> Check | None:
-    """A fixed-length point whose trace ran out before its planned length: every request was sent and done early,
-    so it measured a shorter window than planned, and its end a draining trace (fewer sessions in flight)."""
-    run, span = result.run, result.throughput.duration_s
-    if run.mode != "fixed" or not run.planned_s or span is None or run.was_cancelled or run.stopped_at_s is not None \
-            or span >= RAN_OUT * run.planned_s:
-        return None
-    if load.dataset == "generated":
-        spc = load.trace.sessions_per_concurrency
-        fix = (f"raise profile.load.trace.sessions_per_concurrency ({spc}) to at least "
-               f"{math.ceil(spc * run.planned_s / span * 1.25)}")
-    else:
-        fix = f"replay a longer trace than {load.dataset} (profile.load.dataset), or shorten load.duration_s"
-    return Check(name="trace", ok=False, message=(
-        f"the trace ran out: its {_count(result.requests.completed)} requests span {span:.0f} s of the planned "
-        f"{run.planned_s:.0f} s (load.duration_s), so the point measured a shorter window than planned and its end "
-        f"a draining trace; {fix}"))
-
-
 def reuse_check(result: PointResult) -> Check | None:
     """The server reused about what the trace allows wherever its cache should hold the live sessions
     (servebench.results.reuse); where it cannot hold them the gap is the cache's size, said and not failed."""
@@ -227,31 +190,6 @@ def reuse_check(result: PointResult) -> Check | None:
     return _check("reuse", not far, f"{said}; {held}", (
         f"{said}, and {held}: the bytes the server saw were not the trace's from turn to turn (a client that "
         "re-renders or stamps a turn's history), or prefix caching is off (enable-prefix-caching)"))
-
-
-def stall_check(result: PointResult, bound: float) -> Check:
-    """Nothing stood still inside the measured window for longer than ``bound`` (profile.gates.max_stall_s): a
-    stopped or hung engine holds its requests while its token counters stop (the frozen request counted as no
-    error and the point passed, #35); a stopped load generator leaves the server idle, and what it then records is
-    its own delay (a 20 s window measured as 73 s)."""
-    s, gen, limit = result.series, result.run.generator, f"profile.gates.max_stall_s = {number(bound, 's')} s"
-    if s is None:
-        return Check(name="stall", ok=True, message="not checked: no counter series of the point")
-    found = [st for st in stalls(s.t, s.output_tps, s.prompt_tps, s.running, s.waiting,
-                                 s.client_open or [None] * len(s.t)) if st.seconds > bound]
-    if not found:
-        return Check(name="stall", ok=True, message=f"no stall over {number(bound, 's')} s: the server's token "
-                     "counters moved in every stretch of that length inside the measured window")
-    st = found[0]
-    when = f"{number(st.seconds, 's')} s (from {number(st.from_s, 's')} s to {number(st.to_s, 's')} s of the run)"
-    what = f"the server's token counters stood still for {when} " + (
-        f"with {_count(st.in_flight)} requests running or waiting: a stopped or hung engine" if st.kind == "server" else
-        f"with no request running or waiting while {gen} held {_count(st.in_flight)} open: a stalled load generator "
-        "(holding answers it did not read), or an engine stopped before it took them in (its gauges went still too)"
-        if st.in_flight else f"with no request anywhere: {gen} sent nothing (a stalled load generator, or think time "
-        "longer than the bound)")
-    return Check(name="stall", ok=False, message=f"{what}; the point's numbers include that time, so they are not a "
-                 f"measurement of the server ({limit})")
 
 
 def own_server(result: PointResult, tolerance: float) -> Check:

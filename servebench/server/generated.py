@@ -10,9 +10,11 @@ import os
 import subprocess
 from pathlib import Path
 
+from servebench.core.poll import Done, PollTimeout, poll
 from servebench.tools import TINY_MODEL
 
 GENERATOR = TINY_MODEL
+GENERATE_S = 1800          # a first generation takes 1-3 minutes on 2 busy cores; past this it is stuck
 # recipe model.path alias -> generator arguments
 GENERATED = {
     "tiny-llama": ["--seed", "0"],
@@ -51,8 +53,14 @@ def ensure_model(alias: str, python: str, log: Path) -> Path:
         if not (out / "config.json").is_file():
             log.parent.mkdir(parents=True, exist_ok=True)
             with open(log, "wb") as fh:
-                done = subprocess.run([python, str(GENERATOR), str(out), *args], stdout=fh,
-                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                done = subprocess.Popen([python, str(GENERATOR), str(out), *args], stdout=fh,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                try:        # through poll: a first generation takes a minute or two, and says so while it runs
+                    poll(lambda: Done(done.returncode) if done.poll() is not None else "generating", timeout=GENERATE_S,
+                         interval=1.0, what=f"the generated model {alias} (first use; cached afterwards)")
+                except PollTimeout:
+                    done.kill()
+                    done.wait()
             if done.returncode != 0:
                 tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
                 raise RuntimeError(f"generating model {alias} failed ({python} {GENERATOR}); {log}:\n{tail}")

@@ -2,7 +2,10 @@
 AIPerf's file format.
 
 * ``profile_export_aiperf.json``: AIPerf's summary of the profiling phase (absent when every request failed);
-* ``profile_export.jsonl``: one record per request, warmup included, each failure with its error.
+* ``profile_export.jsonl``: one record per request, warmup included, each failure with its error;
+* ``phase_manifest.json``: each phase's start and end (the profiling phase's end is its grace's end);
+* ``logs/aiperf.log``: the one place AIPerf says how many profiling requests it cancelled at its grace's end
+  (``Phase profiling (profiling) complete | completed=N, cancelled=M, ...``); they have no per-request record.
 
 A torn or unreadable file is a problem line in the records, never an exception: a killed run still yields what
 it wrote.
@@ -11,12 +14,16 @@ it wrote.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from servebench.load.records import LoadRecords, Request
 
 SUMMARY = "profile_export_aiperf.json"
 RECORDS = "profile_export.jsonl"
+PHASES = "phase_manifest.json"
+LOG = "logs/aiperf.log"
+PHASE_DONE = re.compile(r"Phase profiling \(profiling\) complete \| completed=([\d,]+), cancelled=([\d,]+)")
 # servebench's summary names -> AIPerf's metric names
 NAMES = {
     "duration_s": "benchmark_duration", "successful": "request_count", "errors": "error_request_count",
@@ -90,6 +97,27 @@ def read_summary(artifact_dir: Path) -> tuple[dict | None, list[str]]:
     return data, []
 
 
+def read_window(artifact_dir: Path) -> tuple[float, float] | None:
+    """The profiling phase's (start, end), wall-clock seconds, from AIPerf's phase manifest."""
+    try:
+        data = json.loads((Path(artifact_dir) / PHASES).read_text(errors="replace"))
+        phase = next(p for p in data["phases"] if p.get("phase_kind") == "profiling")
+        start, end = phase["start_ns"] / 1e9, phase["end_ns"] / 1e9
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        return None
+    return (start, end) if end >= start else None
+
+
+def read_unanswered(artifact_dir: Path) -> int | None:
+    """How many profiling requests AIPerf cancelled at its grace's end, as its log says (None: no such line)."""
+    try:
+        text = (Path(artifact_dir) / LOG).read_text(errors="replace")
+    except OSError:
+        return None
+    found = PHASE_DONE.findall(text)
+    return int(found[-1][1].replace(",", "")) if found else None
+
+
 def read(artifact_dir: Path) -> LoadRecords:
     """AIPerf's output folder as neutral records."""
     requests, problems = read_requests(artifact_dir)
@@ -104,7 +132,8 @@ def read(artifact_dir: Path) -> LoadRecords:
     version = (raw or {}).get("aiperf_version")
     return LoadRecords("aiperf", tuple(requests), summary, raw is not None,
                        version if isinstance(version, str) else None,
-                       (raw or {}).get("was_cancelled"), (raw or {}).get("is_complete"), tuple(problems + more))
+                       (raw or {}).get("was_cancelled"), (raw or {}).get("is_complete"), tuple(problems + more),
+                       read_window(artifact_dir), read_unanswered(artifact_dir))
 
 
 def errors_so_far(artifact_dir: Path) -> int:
