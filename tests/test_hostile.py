@@ -141,3 +141,39 @@ def test_a_folder_the_disk_refused_to_make_is_named_as_not_made(tmp_path):
     assert said.startswith(f"cannot create {missing} in {tmp_path}: ") and "read-only" in said, said
     (tmp_path / "f").write_text("x")
     assert disk_problem(OSError(errno.ENOSPC, "No space", str(tmp_path / "f"))).startswith(f"cannot write {tmp_path}")
+
+
+def test_a_lock_in_the_shared_cache_can_be_taken_by_a_second_user(tmp_path):
+    """#52: the tokenizer cache's lock file was created 0644 under the first user's umask, so a second user of the
+    same shared cache could not open it to lock it. It is made 0666, and taken with a read-only open (all flock
+    needs), so even a 0644 one made earlier by someone else can be locked."""
+    import fcntl
+    import os
+    import stat
+    from servebench.tools.tokenizer_cache import cache
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "tokenizer.json").write_text("{}")
+    (model / "config.json").write_text("{}")
+    old = os.umask(0o077)
+    try:
+        cache(model, tmp_path / "cache", "m")
+    finally:
+        os.umask(old)
+    (lock,) = (tmp_path / "cache").rglob(".lock")
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o666
+    lock.chmod(0o444)                                  # another user's, not writable by us: still lockable
+    with open(lock) as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_a_results_folder_without_its_latest_link_reads_its_newest_run(tmp_path):
+    """#56: `servebench report` on a results folder (not a run folder) copied without its `latest` link failed with
+    'no points/ folder in it'."""
+    import shutil
+    from tests.conftest import REPO, run_cli
+    for run in ("20261201-101956-1-aaaa", "20261202-101956-1-bbbb"):
+        shutil.copytree(REPO / "tests/data/noise-local/run-1/points", tmp_path / "results/runs" / run / "points")
+    res = run_cli("report", tmp_path / "results")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "results/runs/20261202-101956-1-bbbb/report/report.md").exists()

@@ -254,7 +254,9 @@ def test_each_step_is_a_pyxis_container_with_the_recipes_environment_over_the_im
     """As gb200-nv runs them: every step names the imported image (etcd/NATS their own), the profile's mounts, and in
     --container-env the names of its own environment, which pyxis would otherwise let the image's ENV override (the
     values travel in srun's environment, never on the command line); a variable the recipe unsets is unset inside.
-    The stand-in's node-local disks are the pyxis model's option, not a wrapper around the program."""
+    The stand-in's node-local disks are pyxis mounts of each node's folder, not a wrapper around the program; the
+    image's entrypoint never runs, every step starts in /, and only a step that installs into the image asks for a
+    writable root (#52: gb200-local carries Dynamo, so none does)."""
     from servebench.server.assembly import Assembly
     prof = retarget(by_id(catalog, "kimi-k3-gb200-dep_offload"), catalog.clusters["gb200-local"])
     _, alloc, sp = Assembly(prof, ResultsFolder.at("/tmp/x"), "RUN", root=REPO, dry=True).render()
@@ -266,7 +268,11 @@ def test_each_step_is_a_pyxis_container_with_the_recipes_environment_over_the_im
         image = [a for a in args if a.startswith("--container-image=")]
         want = "infra" if proc.role == "infra" else "serve"
         assert image == [f"--container-image=/var/lib/servebench-slurm/images/{want}.sqsh"], (proc.name, args)
-        assert f"--servebench-node-local=/mnt/numa1=/var/lib/servebench-slurm/node-disk/{proc.node}/numa1" in args
+        mounts = next(a.split("=", 1)[1].split(",") for a in args if a.startswith("--container-mounts="))
+        assert f"/var/lib/servebench-slurm/node-disk/{proc.node}/numa1:/mnt/numa1" in mounts, mounts
+        assert not [m for m in mounts if m.startswith("/mnt/numa1")], mounts      # read from the node's own disk
+        assert "--no-container-entrypoint" in args and "--container-workdir=/" in args
+        assert "--container-writable" not in args
         assert "unshare" not in cmd
         assert not [a for a in cmd for k in proc.env if a.startswith(f"{k}=")], proc.name   # no value in argv
         named = next((a.split("=", 1)[1].split(",") for a in args if a.startswith("--container-env=")), [])
@@ -405,3 +411,14 @@ def test_launch_problems_come_in_the_same_pass_as_another_recipes_problems(recip
     assert res.returncode == 1 and "waive.capacity" in res.stderr, res.stderr
     assert "kimi-k3-gb200-dep: worker0: environment DSPARK_SRC names /mnt/numa1" in res.stderr
     assert "recipe problem(s) and" in res.stdout and "launch problem(s) above" in res.stdout
+
+
+def test_a_step_that_installs_dynamo_into_the_image_asks_for_a_writable_root(catalog):
+    """#52: gb200-nv's recipe installs Dynamo into the vLLM image (dynamo.install); enroot's root is read-only by
+    default, so that pip install failed with EROFS on the cluster unless the step passes --container-writable."""
+    from servebench.server.assembly import Assembly
+    prof = by_id(catalog, "kimi-k3-gb200-tp")
+    assert prof.recipe.dynamo.install and prof.cluster.runtime.dynamo_install
+    _, alloc, _ = Assembly(prof, ResultsFolder.at("/tmp/x"), "RUN", root=REPO, dry=True).render()
+    workers = [p for p in alloc.processes if p.role in ("worker", "headless", "frontend")]
+    assert workers and all("--container-writable" in p.command[:p.command.index("--")] for p in workers)

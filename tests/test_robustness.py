@@ -106,6 +106,7 @@ def test_the_command_file_pastes_back_into_a_shell(tmp_path):
 
 @pytest.mark.parametrize("reason, never", [
     ("PartitionNodeLimit", True), ("InvalidAccount", True), ("QOSMaxNodePerJobLimit", True),
+    ("PartitionTimeLimit", True),                            # #52: a --time over the MaxTime was waited on
     ("ReqNodeNotAvail, Reserved for maintenance", False),   # a reservation ends: the job waits, it is not cancelled
     ("ReqNodeNotAvail, UnavailableNodes:n[1-2]", False), ("Resources", False), ("Priority", False),
 ])

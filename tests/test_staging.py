@@ -44,8 +44,10 @@ def test_the_draft_model_every_gb200_container_mounts_is_what_stage_downloads(ca
 def test_stage_imports_each_missing_image_once_in_a_one_node_step(slurm, recipes, tmp_path, capfd):
     """#31 defect 3: the one import every step runs (slurm.images) was a command preflight named; `servebench stage
     --images` runs it where it is missing, in a one-node srun step with the node's enroot, under a lock, into a file
-    of its own renamed into place, and leaves an imported one alone. The local nodes have no enroot: the step says
-    so naming the node, and nothing is left behind."""
+    of its own renamed into place, and leaves an imported one alone. The local nodes run real enroot (#52), which
+    reaches no registry from here: the import fails saying so (without enroot the step says that, naming the
+    node), and nothing is left behind."""
+    import shutil
     from servebench.catalog.loader import Catalog
     from servebench.cli.components import import_images
     images = tmp_path / "images"
@@ -57,7 +59,11 @@ def test_stage_imports_each_missing_image_once_in_a_one_node_step(slurm, recipes
     prof = by_id(Catalog.load(recipes), "kimi-k3-gb200-dep")
     assert import_images([prof]) == 1
     said = capfd.readouterr()
-    assert "image_import: enroot is not on n" in said.err and "'s PATH: run it where pyxis runs the steps" in said.err
+    if shutil.which("enroot"):
+        assert "image_import: enroot import of vllm/vllm-openai:kimi-k3 failed with exit code" in said.err, said.err
+    else:
+        assert "image_import: enroot is not on n" in said.err and "'s PATH: run it where pyxis runs the steps" in \
+            said.err
     assert sorted(p.name for p in images.iterdir()) == ["kimi.sqsh.lock"]                 # no partial file
     (images / "kimi.sqsh").write_bytes(b"hsqs")
     assert import_images([prof]) == 0

@@ -102,6 +102,7 @@ class AllocationRequest:
     srun_options: dict[str, str] = field(default_factory=dict)  # extra srun --key=value per process
     container_image: str | None = None                          # pyxis: run each process in this image
     container_mounts: dict[str, str] = field(default_factory=dict)
+    container_writable: bool = False                            # a step installs into the image (pyxis --container-writable)
     workdir: Path = Path(".")      # where the job script and logs go
     stop_grace_s: float = 60.0     # at release: TERM, then KILL after this many seconds
     dropped: tuple[str, ...] = ()  # the recipe's sbatch directives / srun options this cluster does not apply

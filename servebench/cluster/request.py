@@ -83,6 +83,8 @@ def request_for(profile: Profile, backend: Backend, run_id: str, folder: Profile
         srun_options={k: v for k, v in r.srun_options.items() if k not in cl.slurm.drop},
         container_image=image_file(profile, r.model.container) if backend.containers else None,
         container_mounts=mounts,
+        # the recipe's Dynamo install pip-installs into the image (srtctl's dynamo.install): its root must be writable
+        container_writable=backend.containers and r.dynamo.install and cl.runtime.dynamo_install,
         workdir=Path(folder.root),
         stop_grace_s=profile.spec.stop_grace_s,
         dropped=tuple(k for k in (*r.sbatch_directives, *r.srun_options) if k in cl.slurm.drop),

@@ -11,6 +11,7 @@ import logging
 import shlex
 import shutil
 import subprocess
+from pathlib import Path
 
 from servebench.core.files import write_atomic
 from servebench.core.poll import Done, PollTimeout, poll
@@ -21,14 +22,15 @@ from servebench.cluster.heartbeat import DEFAULT_ORPHAN_AFTER_S, Heartbeat, hold
 from servebench.core.processes import stop_group
 from servebench.recipe.schema.cluster import SlurmAccess
 from servebench.cluster.slurm_jobs import ENDED, _run, job_identity, job_state
-from servebench.cluster.srun import node_local_argv, srun_prefix, step_image, step_name, unset_argv
+from servebench.cluster.srun import node_disks, node_local_argv, srun_prefix, step_image, step_name, unset_argv
 
 log = logging.getLogger(__name__)
 
 # Pending reasons that never resolve by waiting. Not ReqNodeNotAvail: nodes drained, down or reserved for maintenance
 # come back (the job waits, and a timeout says the reason it waited on).
 NEVER_SCHEDULED = ("PartitionNodeLimit", "PartitionConfig", "BadConstraints", "InvalidAccount", "InvalidQOS",
-                   "PartitionDown", "PartitionInactive", "AssocMaxNodesPerJobLimit", "QOSMaxNodePerJobLimit")
+                   "PartitionDown", "PartitionInactive", "AssocMaxNodesPerJobLimit", "QOSMaxNodePerJobLimit",
+                   "PartitionTimeLimit")         # a --time above the partition's MaxTime waits forever
 
 
 def never_starts(state: str, reason: str) -> bool:
@@ -97,7 +99,10 @@ class SlurmAllocation(Allocation):
     def _command(self, node: str, argv: list[str], env: dict[str, str | None], name: str,
                  image: str | None = None) -> list[str]:
         if step_image(self.request, image):
-            # in a container: the pyxis (model) options set the environment and the node-local disks
+            # in a container: pyxis' options set the environment and mount the node-local disks, whose folders on
+            # this host must exist (pyxis fails a step whose mount source does not)
+            for backing in node_disks(self.node_local, node).values() if not self.dry else ():
+                Path(backing).mkdir(parents=True, exist_ok=True)
             return [*srun_prefix(self.job_id, node, self.request, name, image, env, self.node_local), "--",
                     *unset_argv(env, argv)]
         return [*srun_prefix(self.job_id, node, self.request, name, image), "--",

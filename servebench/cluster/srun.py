@@ -25,30 +25,48 @@ def node_disks(node_local: dict[str, str], node: str) -> dict[str, str]:
     return {path: backing.replace("{node}", node) for path, backing in node_local.items()}
 
 
+def node_mounts(mounts: dict[str, str], node_local: dict[str, str], node: str) -> dict[str, str]:
+    """The step's ``--container-mounts`` on ``node`` of a stand-in with node-local disks: each disk's backing folder
+    of this host at the disk's path, and a mount whose source lies on such a disk read from that node's backing (the
+    container sees the node's own disk, as a GB200 node's NVMe)."""
+    disks = node_disks(node_local, node)
+
+    def on_host(src: str) -> str:
+        for path, backing in disks.items():
+            if src == path or src.startswith(path.rstrip("/") + "/"):
+                return backing + src[len(path.rstrip("/")):]
+        return src
+    return {**{backing: path for path, backing in disks.items()},
+            **{on_host(src): dst for src, dst in mounts.items()}}
+
+
 def srun_prefix(job_id: str, node: str, req: AllocationRequest, process: str = "step",
                 image: str | None = None, env: dict[str, str | None] | None = None,
                 node_local: dict[str, str] | None = None) -> list[str]:
     """The srun command line of one step. In a container (pyxis) the image's ENV is set over the task's environment
     (pyxis: "their existing values in the image take precedence"), so the names of the process's own environment
     go in ``--container-env`` and win inside the container; their values travel in srun's environment, never on
-    the command line. A stand-in's node-local disks are the pyxis model's own option there.
+    the command line. The image's entrypoint is never run (``--no-container-entrypoint``, as srtctl passes it: a
+    site that sets pyxis' execute_entrypoint would prepend the vLLM image's entrypoint to every step), and the root
+    filesystem is writable only where the step installs into it (``--container-writable``: enroot's default is
+    read-only). A stand-in's node-local disks are mounts of the node's folder of this host.
 
-    A container step starts in ``/`` (``--chdir``): Slurm changes into the step's folder again after pyxis entered
-    the container (slurmstepd's ``_pre_task_child_privileged``), and the folder servebench was started from is not in
-    the image, so every step's log began with "couldn't chdir ... going to /tmp instead"."""
+    A container step starts in ``/`` (``--container-workdir`` and ``--chdir``): pyxis starts in the image's WORKDIR,
+    and Slurm changes into the step's folder again after pyxis entered the container (slurmstepd's
+    ``_pre_task_child_privileged``); the folder servebench was started from is not in the image."""
     argv = ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
             "--export=ALL", f"--job-name={step_name(req, process)}"]
     image = step_image(req, image)
     if image:
-        argv += [f"--container-image={image}", "--chdir=/"]
-        if req.container_mounts:
-            argv.append("--container-mounts=" + mount_option(req.container_mounts))
+        argv += [f"--container-image={image}", "--no-container-entrypoint", "--container-workdir=/", "--chdir=/"]
+        if req.container_writable:
+            argv.append("--container-writable")
+        mounts = node_mounts(req.container_mounts, node_local or {}, node)
+        if mounts:
+            argv.append("--container-mounts=" + mount_option(mounts))
         names = sorted(k for k, v in (env or {}).items() if v is not None)
         if names:
             argv.append("--container-env=" + ",".join(names))
-        if node_local:
-            argv.append("--servebench-node-local=" + ",".join(
-                f"{path}={backing}" for path, backing in node_disks(node_local, node).items()))
     argv += [f"--{k}={v}" if v != "" else f"--{k}" for k, v in req.srun_options.items()]
     return argv
 

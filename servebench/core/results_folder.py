@@ -198,6 +198,10 @@ class ResultsFolder:
             return cls(path, path.parent)
         if not (path / POINTS).is_dir() and (path / LATEST).is_dir():
             return cls(path / LATEST, path)
+        runs = sorted(p for p in (path / RUNS).glob("*") if (p / POINTS).is_dir()) if not (path / POINTS).is_dir() \
+            else []
+        if runs:            # a results folder copied without its `latest` link: its newest run (ids start with time)
+            return cls(runs[-1], path)
         return cls(path, path)
 
     @classmethod

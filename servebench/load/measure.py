@@ -57,7 +57,9 @@ class Measurement:
     out_dir: Path | None = None          # the generator's own output folder, as it ran
     machine: list[dict] = field(default_factory=list)    # each host's record (the deployment's)
     machine_extra: dict = field(default_factory=dict)    # a site's machine fields
-    telemetry: dict | None = None        # GPU samples during the run (servebench.server.machine)
+    telemetry: dict | None = None        # GPU samples during the run (servebench.server.machine), the whole span
+    telemetry_rows: dict = field(default_factory=dict)   # every sampled row by node, for the window's figures
+    telemetry_started: float = 0.0       # wall clock when the samplers were launched (the rows' time origin)
     host: dict | None = None             # each process's CPU time per second during the run (servebench.server.host)
     ready_workers: int | None = None     # serving instances ready at the point's start
     expected_workers: int | None = None  # ... and how many the deployment started with
@@ -197,7 +199,8 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
                              else f"fixed run length: duration_s {load.duration_s} s" + (
                                  " (decide: no SLO gate or search tier to decide on)" if rule.mode == "decide"
                                  else ""))
-        m.telemetry, m.power, sampling = sampling.stop(), sampling.power, None
+        m.telemetry, m.power = sampling.stop(), sampling.power
+        m.telemetry_rows, m.telemetry_started, sampling = sampling.rows, sampling.started, None
         m.host, hostload = hostload.stop(), None
         client.check_after(dep.plan.client, inv, m.exit_code, generator.wrote(out_dir))
     except BaseException as err:

@@ -20,6 +20,7 @@ from servebench.core.format import number
 from servebench.core.results_folder import ReportFolder, ResultsFolder
 from servebench.report import ab, gpuhours, offload, plots
 from servebench.report.slo import searches_section, section as slo_section
+from servebench.results.card import label
 from servebench.results import metrics as registry
 from servebench.results.files import load_points
 from servebench.results.model import PointResult
@@ -115,6 +116,10 @@ def markdown(rep: Report, plot_files: list[Path], ab_sections: list[str], held: 
         cells = [number(m.get(r), m.unit) for m in columns]
         lines.append(f"| {r.identity.case_id} | {verdict_text(r)} | {r.bound.bound if r.bound else '—'} | "
                      + " | ".join(cells) + " |")
+    other = [f"- `{r.identity.case_id}` ran on {label(r.identity)}: {'; '.join(r.identity.card_differs)}"
+             for r in ordered if r.identity.card_differs]
+    if other:
+        lines += ["", "## Points run on another card than their cluster file names", "", *other]
     bounds = [f"- `{r.identity.case_id}`: **{r.bound.bound}**: {r.bound.reason}" for r in ordered if r.bound]
     if bounds:
         lines += ["", "## What bound each point", "", "(servebench.results.bound: docs/results.md#what-bound-a-point)",

@@ -39,12 +39,15 @@ def _verdict(bound: str, reason: str, evidence: dict) -> BoundVerdict:
         k: (round(v, 4) if isinstance(v, float) else v) for k, v in evidence.items()})
 
 
-def queue(series) -> dict:
-    """The engines' queue over the slices in which they held a request or generated a token: the share of those with
+def queue(series, window=None) -> dict:
+    """The engines' queue over the slices in which they held a request or generated a token, inside the measured
+    ``window`` where it is known (the warm-up's and the grace's slices are no measurement): the share of those with
     requests waiting, the mean KV-cache usage in them, and the mean running and waiting requests."""
     if series is None or not series.t:
         return {}
-    active = [i for i in range(len(series.t))          # the gauges are read at an instant and can miss short
+    inside = range(len(series.t)) if window is None else \
+        [i for i, t in enumerate(series.t) if window.start_s < t <= window.end_s]
+    active = [i for i in inside                        # the gauges are read at an instant and can miss short
               if (series.running[i] or 0) + (series.waiting[i] or 0) > 0 or (series.output_tps[i] or 0) > 0]
     if not active:
         return {}
@@ -83,9 +86,10 @@ def busy(gpu: dict) -> bool | None:
     return gpu.get("utilization") is not None and gpu["utilization"] >= BUSY
 
 
-def judge(series, telemetry, machine, host: dict | None, late: bool) -> BoundVerdict:
-    """The point's bound and the evidence for it (the module's docstring says how)."""
-    q, gpu = queue(series), gpu_load(telemetry, machine)
+def judge(series, telemetry, machine, host: dict | None, late: bool, window=None) -> BoundVerdict:
+    """The point's bound and the evidence for it (the module's docstring says how), over the measured ``window``
+    where it is known (the telemetry is the window's then too: results.build)."""
+    q, gpu = queue(series, window), gpu_load(telemetry, machine)
     hottest = (host or {}).get("hottest") or {}
     evidence = {**q, **{f"gpu_{k}": v for k, v in gpu.items()},
                 "host_hottest": hottest.get("name"), "host_hottest_cores": hottest.get("cores"),

@@ -14,7 +14,7 @@ from servebench.load.measure import Measurement, stop_rule
 from servebench.load.records import busy_fraction
 from servebench.load.series import client_open, counter_series, record_series, token_rates
 from servebench.load.steady import analyse, needed, quantile_upper
-from servebench.results import bound, energy, reuse, slo
+from servebench.results import bound, card, energy, reuse, slo
 from servebench.results.model import SCHEMA_VERSION, PointResult
 from servebench.results.parts import TraceReuse
 from servebench.server.counters import Snapshot
@@ -139,13 +139,29 @@ def build(m: Measurement) -> PointResult:
                                   sum(r.output_tokens or 0.0 for r in profiled if r.ok), out_tps, total_tps, gpus,
                                   p.cluster.cost),
         "machine": {"nodes": m.machine, "extra": m.machine_extra} if m.machine else None,
-        "telemetry": m.telemetry,
+        "telemetry": telemetry_block(m),
         "host": m.host,
     })
     late = bound.client_late(r.concurrency, p.spec.gates)
     found = reuse.block(reuse.read(m.case.trace_reuse), r.server, point.concurrency, p, len(profiled))
-    return r.model_copy(update={"bound": bound.judge(r.series, r.telemetry, r.machine, m.host, late),
+    if r.machine is not None:
+        cl = p.cluster
+        r = r.model_copy(update={"identity": r.identity.model_copy(update={
+            "card": card.card(r.machine.nodes),
+            "card_differs": card.contradictions(cl.gpu_type, cl.gpus_per_node, cl.hbm_gib_per_gpu, r.machine.nodes)})})
+    return r.model_copy(update={"bound": bound.judge(r.series, r.telemetry, r.machine, m.host, late, r.run.window),
                                 "reuse": TraceReuse.model_validate(found) if found else None})
+
+
+def telemetry_block(m: Measurement) -> dict | None:
+    """The GPU figures over the measured window (what the point's throughput and bound are of), the whole sampling
+    span beside them; the span alone where the window is not known."""
+    from servebench.server.machine import in_window, summarize
+    w = m.records.window
+    if m.telemetry is None or w is None or not m.telemetry_rows:
+        return m.telemetry
+    inside = summarize(in_window(m.telemetry_rows, m.telemetry_started, w), m.telemetry["interval_s"])
+    return {**inside, "over": "window", "span_gpus": m.telemetry["gpus"]} if inside["gpus"] else m.telemetry
 
 
 def window_of(profiled: list) -> tuple[float, float] | None:

@@ -65,6 +65,10 @@ class Identity(_Part):
     frontend: str | None = Field(None, description="what serves the API: dynamo (Dynamo's frontend) or vllm")
     load_fingerprint: str | None = Field(None, description="sha256 of the profile's load section: points with "
                                          "the same one were driven alike")
+    card: str | None = Field(None, description="the GPU the point ran on, as nvidia-smi names it (None: no GPU)")
+    card_differs: list[str] = Field(default_factory=list, description="how the machine record contradicts the "
+                                    "cluster file (GPU model, count per node, memory per GPU): reports label the "
+                                    "point with the card it ran on (servebench.results.card)")
 
 
 class Look(_Part):

@@ -83,11 +83,17 @@ class GpuTelemetry(_Part):
 
 
 class Telemetry(_Part):
-    """GPU samples taken during the point's run (the load generator's warmup and profiling)."""
+    """GPU samples of the point: ``gpus`` over the measured window (what the point's throughput, power per token and
+    bound are of), ``span_gpus`` over the whole sampling span (the load generator's start-up, warm-up and grace
+    too). Results written before the window was known hold the span in ``gpus`` (``over`` says which)."""
 
     source: str
     interval_s: float
     gpus: list[GpuTelemetry]
+    over: Literal["window", "span"] = Field("span", description="what ``gpus`` covers: the measured window, or the "
+                                            "whole sampling span (results made before the window was known)")
+    span_gpus: list[GpuTelemetry] = Field(default_factory=list, description="the same figures over the whole "
+                                          "sampling span, where ``gpus`` is the window's")
 
 
 class SteadyInfo(_Part):

@@ -110,33 +110,45 @@ class Sampling:
     interval_s: float
     started: float = 0.0                # wall clock when the samplers were launched
     power: list[tuple[float, str, float]] = field(default_factory=list)   # (wall clock, GPU uuid, W), after stop()
+    rows: dict[str, list[list[str]]] = field(default_factory=dict)        # node -> its sampled rows, after stop()
 
     def stop(self) -> dict | None:
-        """Stop the samplers and summarize what they sampled (None when nothing was sampled); ``power`` then holds
-        every power sample on the wall clock."""
+        """Stop the samplers and summarize what they sampled over the whole span (None when nothing was sampled);
+        ``power`` then holds every power sample on the wall clock, ``rows`` every row (:func:`summarize` takes them
+        again with the measured window once it is known)."""
         if not self.procs:
             return None
         self.allocation.stop_all(list(self.procs.values()))
-        rows = {node: read_samples(proc.log) for node, proc in self.procs.items()}
-        self.power = [s for lines in rows.values() for s in power_samples(lines, self.started)]
-        return summarize(rows, self.interval_s)
+        self.rows = {node: read_samples(proc.log) for node, proc in self.procs.items()}
+        self.power = [s for lines in self.rows.values() for s in power_samples(lines, self.started)]
+        return summarize(self.rows, self.interval_s)
 
 
-def power_samples(lines: list[list[str]], started: float) -> list[tuple[float, str, float]]:
-    """A node's power samples as (wall clock, GPU uuid, watts) (pure). nvidia-smi stamps each row in the node's
-    local time, whose zone the login host may not share: the times are taken relative to the node's first row and
-    placed from ``started``, when the sampler was launched (late by the step's start-up, about a second at most)."""
+def stamped(lines: list[list[str]], started: float) -> list[tuple[float, list[str]]]:
+    """A node's rows with their wall-clock times (pure). nvidia-smi stamps each row in the node's local time, whose
+    zone the login host may not share: the times are taken relative to the node's first row and placed from
+    ``started``, when the sampler was launched (late by the step's start-up, about a second at most)."""
     out, first = [], None
     for line in lines:
         try:
             stamp = datetime.strptime(line[0], "%Y/%m/%d %H:%M:%S.%f")
         except ValueError:
             continue
-        watts = _num(line[TELEMETRY.index(("power.draw", "power_w"))])
         first = first or stamp
-        if watts is not None:
-            out.append((started + (stamp - first).total_seconds(), line[2], watts))
+        out.append((started + (stamp - first).total_seconds(), line))
     return out
+
+
+def power_samples(lines: list[list[str]], started: float) -> list[tuple[float, str, float]]:
+    """A node's power samples as (wall clock, GPU uuid, watts) (pure; times as :func:`stamped` places them)."""
+    col = TELEMETRY.index(("power.draw", "power_w"))
+    return [(t, line[2], watts) for t, line in stamped(lines, started) if (watts := _num(line[col])) is not None]
+
+
+def in_window(rows: dict[str, list[list[str]]], started: float, window: tuple[float, float]) -> dict:
+    """Each node's rows sampled inside ``window`` (wall clock), as :func:`stamped` places them (pure)."""
+    return {node: [line for t, line in stamped(lines, started) if window[0] <= t <= window[1]]
+            for node, lines in rows.items()}
 
 
 def start(plan: ServerPlan, allocation: Allocation, machine: list[dict], case: CaseFolder,

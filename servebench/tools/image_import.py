@@ -20,6 +20,17 @@ import sys
 
 NODE = os.environ.get("SLURMD_NODENAME") or socket.gethostname()     # the Slurm node's name where it has one
 
+
+def shared_lock(path: str) -> int:
+    """A lock file on shared storage opened so that any user can flock it: read-only (flock needs no more), created
+    0666 whatever the umask (a 0644 one made by the first user could not be opened for writing by the second)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
+    try:
+        os.fchmod(fd, 0o666)
+    except PermissionError:        # another user's: already 0666, or theirs to mend; reading it is enough
+        pass
+    return fd
+
 def main() -> None:
     if len(sys.argv) != 3:
         sys.exit("usage: image_import.py FILE NAME")
@@ -28,7 +39,8 @@ def main() -> None:
     if not os.path.isdir(parent):
         sys.exit(f"image_import: {parent} does not exist on {NODE}: make it on the shared storage "
                  "every node reads, or map the image to a file there (slurm.images)")
-    with open(target + ".lock", "a") as lock:
+    # a lock every user of the shared storage can take: flock needs only a read open, and the file is made 0666
+    with os.fdopen(shared_lock(target + ".lock")) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.isfile(target):
             print(f"image_import: {name}: imported already ({target})", flush=True)

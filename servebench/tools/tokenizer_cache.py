@@ -76,8 +76,14 @@ def cache(model_dir: Path, cache_dir: Path, name: str) -> str:
     snap = repo / "snapshots" / digest
     (repo / "refs").mkdir(parents=True, exist_ok=True)
     snap.parent.mkdir(parents=True, exist_ok=True)
-    with open(repo / ".lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)        # one writer per repo; the others find it done
+    # one writer per repo; the others find it done. Read-only and 0666: any user of the shared cache can take it
+    fd = os.open(repo / ".lock", os.O_RDONLY | os.O_CREAT, 0o666)
+    try:
+        os.fchmod(fd, 0o666)
+    except PermissionError:        # another user's lock file: reading it is enough to flock it
+        pass
+    with os.fdopen(fd) as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if not all((snap / f.name).is_file() for f in chosen):
             tmp = Path(tempfile.mkdtemp(dir=snap.parent, prefix=f".{digest}.", suffix=".tmp"))
             os.chmod(tmp, 0o777 & ~UMASK)            # as a folder made by mkdir (mkdtemp's is private)
