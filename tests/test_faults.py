@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from servebench.core.results_folder import ResultsFolder
+from servebench.history.rows import runs
 from servebench.history.store import connect
 from servebench.results import requests as request_file
 from tests.conftest import REPO, before_short_summary, copy_suite, edit

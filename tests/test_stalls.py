@@ -114,3 +114,31 @@ def test_the_servers_prompt_tokens_by_source_add_up_or_the_point_fails(catalog):
     for key in ("prompt_tokens_local_compute", "prompt_tokens_local_cache_hit", "prompt_tokens_external"):
         data["server"][key] = 0.0                                  # an older vLLM: no per-source counter
     assert not [c for c in judge(result.parse(data), prof).checks if c.name == "counters"]
+
+
+def test_requests_a_live_server_still_holds_at_the_grace_end_outlived_it_and_a_still_one_stopped(catalog):
+    """#54: requests AIPerf gave up on at its grace's end. A server whose gauges still hold them (a long prefill
+    moves no counter) or whose tokens move was working on them: counted as errors, said, not failed; one whose
+    counters and gauges stood still from the last answer stopped: the point fails, naming it."""
+    from servebench.results.model import Series, Window
+    from servebench.results.window import unanswered_check
+    prof = by_id(catalog, "tiny-llama-cpu-vllm")
+    data = json.loads(C1.read_text())
+    r = result.parse(data)
+    t = [float(i) for i in range(1, 41)]
+    base = dict(slice_s=1.0, t=t, output_tps=[10.0] * 20 + [0.0] * 20, prompt_tps=[5.0] * 20 + [0.0] * 20,
+                requests=[1] * 40, running=[1.0] * 20 + [0.0] * 20, waiting=[0.0] * 40, kv_usage=[0.1] * 40,
+                prefix_hit_share=[None] * 40, cpu_tier_share=[None] * 40, completed=[1] * 40,
+                ttft_p50_ms=[None] * 40, client_open=[1] * 40)
+    window = Window(start_s=2.0, end_s=38.0, last_answer_s=20.0)
+    run = r.run.model_copy(update={"window": window})
+    requests = r.requests.model_copy(update={"unanswered": 2})
+    still = r.model_copy(update={"series": Series.model_validate(base), "run": run, "requests": requests})
+    check = unanswered_check(still)
+    assert not check.ok and "its engine stopped or hung" in check.message, check.message
+    stale = {**base, "running": [1.0] * 21 + [0.0] * 19}     # the first scrape after the freeze: its last value
+    assert not unanswered_check(still.model_copy(update={"series": Series.model_validate(stale)})).ok
+    held = {**base, "running": [1.0] * 40}
+    busy = still.model_copy(update={"series": Series.model_validate(held)})
+    assert unanswered_check(busy).ok and "outlived the grace" in unanswered_check(busy).message
+    assert prof is not None

@@ -60,10 +60,14 @@ def unanswered_check(result: PointResult) -> Check | None:
             f"answered: {gen} gave up on them at its grace's end ({number(w.end_s, 's')} s of the run; the last "
             f"answer came at {number(w.last_answer_s, 's', missing='n/a')} s)")
     tail = _after_last_answer(s, w) if s is not None else []
-    if any(s.output_tps[i] > 0 for i in tail):
+    # a live server still works on them up to the end: tokens move, or its gauges hold them (a long prefill moves
+    # no counter). A stopped engine's gauges read none running once it stopped; the first scrape after the last
+    # answer may still show what it held before, so the later half of the stretch decides
+    if any(s.output_tps[i] > 0 or s.prompt_tps[i] > 0 or (s.running[i] or 0) + (s.waiting[i] or 0) > 0
+           for i in tail[len(tail) // 2:]):
         return Check(name="answered", ok=True, message=(
-            f"{said}; the server produced tokens to the end, so they outlived the grace: counted as errors, and "
-            "missing from the latency percentiles (raise profile.load.post_duration_grace_s above the longest "
+            f"{said}; the server still worked on them to the end, so they outlived the grace: counted as errors, "
+            "and missing from the latency percentiles (raise profile.load.post_duration_grace_s above the longest "
             "request)"))
     quiet = silence(s, w) if s is not None else None
     if s is None or not tail or (quiet and quiet[1] - quiet[0] > 2 * s.slice_s and quiet[1] >= w.end_s):
