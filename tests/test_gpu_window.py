@@ -71,6 +71,11 @@ def test_a_machine_record_that_contradicts_the_cluster_file_is_said_and_labels_t
     write(tmp_path)
     md = (tmp_path / "report/report.md").read_text()
     assert "ran on NVIDIA H100 80GB HBM3 (not the cluster file's h200)" in md, md
+    from servebench.report.summary import markdown, properties, terminal_lines
+    row = properties(parse(data))
+    assert row["ran_on"] == "NVIDIA H100 80GB HBM3 (not the cluster file's h200)"        # a junit property too
+    assert "(ran on NVIDIA H100 80GB HBM3" in markdown([row], []) and "(ran on" in terminal_lines([row])[1]
+    assert "ran_on" not in properties(r)
 
 
 def test_a_poll_keeps_a_log_that_grows_while_it_packs_and_leaves_the_dataset_copies(tmp_path):

@@ -185,3 +185,21 @@ def test_installed_package_runs_from_another_repository(tmp_path):
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert "test_bench.py::test_point[kimi-k3-gb200-dep_offload-c384]" in res.stdout
     assert "4/18 tests collected" in res.stdout, res.stdout[-1000:]
+
+
+def test_a_long_wait_says_what_it_waits_for_on_the_status_line(suite):
+    """#54: the main job was silent for 85-159 s while a server started (its readiness wait said nothing). Every
+    wait goes through servebench.core.poll, and the session's status line says what it waits for and how long,
+    at least every 20 s."""
+    (suite.path / "tests").mkdir(exist_ok=True)
+    (suite.path / "tests/test_wait.py").write_text(
+        "from servebench.core.poll import Done, poll\n\n"
+        "def test_wait():\n"
+        "    t = [0.0]\n"
+        "    def sleep(s):\n"
+        "        t[0] += s\n"
+        "    poll(lambda: Done(1) if t[0] >= 45 else 'loading the engine', timeout=60, interval=5, what='the servers',"
+        " sleep=sleep, clock=lambda: t[0])\n")
+    res = suite.runpytest("--import-mode=importlib", "tests/test_wait.py", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    res.stdout.fnmatch_lines(["*waiting for the servers: 20 s so far (loading the engine)*"])

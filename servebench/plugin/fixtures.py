@@ -265,14 +265,13 @@ def speak_while_waiting(config: pytest.Config) -> Callable[[], None]:
     """Every wait of the session (servebench.core.poll: a server's readiness, a model's generation, a job's start)
     says what it waits for and for how long, on the status line, every SPEAK_S seconds; returns the function that
     stops it."""
-    write = _status_line(config)
-    if write is None:
-        return lambda: None
     said = [0.0]
 
     def heard(what: str, waited: float, last: object) -> None:
         now = time.monotonic()
         if waited >= SPEAK_S and now - said[0] >= SPEAK_S:
-            said[0] = now
-            write(f"waiting for {what}: {waited:.0f} s so far ({last})")
+            write = _status_line(config)       # asked each time: no terminal reporter yet when the plugin configures
+            if write is not None:
+                said[0] = now
+                write(f"waiting for {what}: {waited:.0f} s so far ({last})")
     return poll.listen(heard)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from servebench.core.format import clip, number
 from servebench.results import metrics as registry
+from servebench.results.card import label
 from servebench.results.model import PointResult
 
 REASON_WIDTH = 200
@@ -26,9 +27,15 @@ def properties(result: PointResult) -> dict[str, object]:
         u = result.reuse
         out.update({"reuse_allowed_share": u.allowed_share, "reuse_measured_share": u.measured_share,
                     "reuse_should_hold": u.should_hold})
+    if result.identity.card_differs:      # servebench.results.card: not the cluster file's card
+        out["ran_on"] = label(result.identity)
     if result.verdict is not None:
         out["verdict"] = "passed" if result.verdict.passed else "failed"
     return out
+
+
+def _case(row: dict) -> str:
+    return row["case_id"] + (f" (ran on {row['ran_on']})" if row.get("ran_on") else "")
 
 
 def _verdict(row: dict) -> str:
@@ -52,7 +59,7 @@ def markdown(rows: list[dict], skipped: list[dict]) -> str:
     for r in rows:
         verdict = _verdict(r) + (f": {clip(r['reason'], REASON_WIDTH)}" if r.get("reason") and
                                  r["verdict"] != "passed" else "")
-        lines.append("| " + " | ".join([r["case_id"], verdict, r.get("bound") or "—",
+        lines.append("| " + " | ".join([_case(r), verdict, r.get("bound") or "—",
                                         *(_value(r, m) for m in columns)]) + " |")
     if skipped:
         lines += ["", f"{len(skipped)} case(s) skipped; e.g. {clip(skipped[0].get('reason', ''), REASON_WIDTH)}"]
@@ -61,8 +68,8 @@ def markdown(rows: list[dict], skipped: list[dict]) -> str:
 
 def terminal_lines(rows: list[dict]) -> list[str]:
     columns = registry.shown("terminal")
-    width = max([40] + [len(r["case_id"]) for r in rows])
+    width = max([40] + [len(_case(r)) for r in rows])
     lines = [f"{'case':{width}} {'verdict':8} " + " ".join(f"{clip(m.label, 22):>22}" for m in columns)]
     for r in rows:
-        lines.append(f"{r['case_id']:{width}} {_verdict(r):8} " + " ".join(f"{_value(r, m):>22}" for m in columns))
+        lines.append(f"{_case(r):{width}} {_verdict(r):8} " + " ".join(f"{_value(r, m):>22}" for m in columns))
     return lines
