@@ -164,7 +164,7 @@ class LoadGenerator(ABC):
         return ""
 
     def run(self, inv: Invocation, timeout: float, on_tick: Callable[[float], None] | None = None,
-            tick_s: float = 15.0, start: Start | None = None,
+            tick_s: float = 10.0, start: Start | None = None,
             should_stop: Callable[[float], str | None] | None = None, setup: bool = False) -> int:
         """Run to completion (or stop it after ``timeout`` s: TimeoutExpired). Its exit code. ``start`` starts it
         where the client runs (servebench.load.client); without one, ``inv.argv`` runs here. ``should_stop(elapsed)``

@@ -125,7 +125,7 @@ def stop_rule(point: Point, run_length: str | None = None) -> StopRule:
 
 
 def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseFolder, *, run_id: str,
-            progress: Callable[[str], None] | None = None, tick_s: float = 15.0,
+            progress: Callable[[str], None] | None = None, tick_s: float = 10.0,
             run_length: str | None = None, decide=None) -> Measurement:
     """Measure one point with the load generator where the plan's client runs, its counters scraped every slice
     and, with an adaptive run length, stopped once its throughput is known, or with ``decide`` (``decide(requests,
