@@ -202,4 +202,4 @@ def test_a_long_wait_says_what_it_waits_for_on_the_status_line(suite):
         " sleep=sleep, clock=lambda: t[0])\n")
     res = suite.runpytest("--import-mode=importlib", "tests/test_wait.py", "-p", "no:cacheprovider")
     res.assert_outcomes(passed=1)
-    res.stdout.fnmatch_lines(["*waiting for the servers: 20 s so far (loading the engine)*"])
+    res.stdout.fnmatch_lines(["*waiting for the servers: 10 s so far (loading the engine)*"])

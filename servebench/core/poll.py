@@ -41,10 +41,11 @@ class Done(Generic[T]):
 
 def poll(probe: Callable[[], object], *, timeout: float, interval: float = 1.0, backoff: float = 1.0,
          max_interval: float = 30.0, what: str = "condition", sleep: Callable[[float], None] = time.sleep,
-         clock: Callable[[], float] = time.monotonic) -> object:
+         clock: Callable[[], float] = time.monotonic, heard: bool = True) -> object:
     """Call ``probe`` until it returns :class:`Done` (its value is returned) or ``timeout`` seconds pass
     (:class:`PollTimeout`, carrying the probe's last answer). The interval grows by ``backoff`` after each
-    'not yet', up to ``max_interval``; exceptions from the probe propagate (a dead process ends the wait)."""
+    'not yet', up to ``max_interval``; exceptions from the probe propagate (a dead process ends the wait).
+    ``heard``: the listeners hear it (False for a wait that reports its own progress)."""
     start = clock()
     wait = interval
     last: object = "nothing polled yet"
@@ -56,7 +57,7 @@ def poll(probe: Callable[[], object], *, timeout: float, interval: float = 1.0, 
         waited = clock() - start
         if waited >= timeout:
             raise PollTimeout(what, waited, last)
-        if _LISTENERS and threading.current_thread() is threading.main_thread():
+        if heard and _LISTENERS and threading.current_thread() is threading.main_thread():
             for listener in list(_LISTENERS):
                 listener(what, waited, answer)
         sleep(min(wait, max(0.0, timeout - waited)))

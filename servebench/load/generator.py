@@ -213,7 +213,7 @@ class LoadGenerator(ABC):
             return "running"
         try:
             return poll(probe, timeout=(CLIENT_SETUP_S if setup else 0) + timeout + INTERRUPT_GRACE_S, interval=0.05,
-                        backoff=1.5, max_interval=min(1.0, tick_s), what=self.name)
+                        backoff=1.5, max_interval=min(1.0, tick_s), what=self.name, heard=False)   # it ticks
         except PollTimeout:
             handle.stop()
             raise subprocess.TimeoutExpired(inv.argv, timeout) from None

@@ -258,7 +258,8 @@ def _status_line(config: pytest.Config):
     return write
 
 
-SPEAK_S = 20          # a wait says where it is at least this often (scripts/bench must never be silent for 30 s)
+SPEAK_S = 10          # a wait says where it is this often (scripts/bench must never be silent for 30 s: a release
+#                       before a server's start is silent, so the readiness wait speaks early)
 
 
 def speak_while_waiting(config: pytest.Config) -> Callable[[], None]:
