@@ -11,7 +11,8 @@ from pathlib import Path
 
 from servebench.cli.base import PROFILES, RESULTS_DIR, Command
 from servebench.cli.recipes import catalog, many
-from servebench.core.results_folder import ResultsFolder, new_run_id
+from servebench.core.names import new_run_id
+from servebench.core.results_folder import ResultsFolder
 from servebench.tools import FLAG_TABLE
 
 SERVE_PYTHON = ".venvs/serve/bin/python"

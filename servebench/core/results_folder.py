@@ -23,43 +23,23 @@ A folder with ``points/`` directly in it (older sessions, checked-in test data) 
 itself. Paths are plain ``Path`` objects; a node that sees the folder under another name gets the same relative
 layout (servebench.server.placement passes the strings on). Nothing here creates anything.
 
-Every name that becomes part of a path (a run id, profile id, case id, model, cluster) passes :func:`name` first: a
-results file is untrusted input (copied between clusters, or written by hand), and a case id with ``../`` in it
-once made ``servebench report`` write outside its folder.
+Every name that becomes part of a path (a run id, profile id, case id, model, cluster) passes
+:func:`servebench.core.names.name` first: a results file is untrusted input (copied between clusters, or written by
+hand), and a case id with ``../`` in it once made ``servebench report`` write outside its folder.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from servebench.core.names import name
 
 POINTS = "points"
 HISTORY = "history.sqlite"
 REPORT = "report"
 RUNS = "runs"
 LATEST = "latest"
-# What a name inside a path may be: letters, digits, '.', '_', '+', '-'; not starting with '.', never '..'; at most
-# NAME_MAX characters. (No look-around: the result model's JSON Schema carries the same pattern.)
-SAFE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_+-]*(\.[A-Za-z0-9_+-]+)*$"
-NAME_MAX = 200
-
-
-def new_run_id() -> str:
-    """UTC time to the second, the process and a random part: two sessions started together never share one."""
-    return time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + f"{os.getpid()}-{os.urandom(2).hex()}"
-
-
-def name(value: str, what: str = "name") -> str:
-    """``value`` if it is a safe name for a path component (:data:`SAFE_NAME`); ValueError (one line) if not."""
-    if not isinstance(value, str) or len(value) > NAME_MAX or not re.match(SAFE_NAME, value):
-        raise ValueError(f"{what} {value!r} cannot name a file or folder (letters, digits, '.', '_', '+' and '-' "
-                         "only, no '..', at most {NAME_MAX}): a results file servebench did not write?")
-    return value
-
-
 @dataclass(frozen=True)
 class CaseFolder:
     """One (profile, concurrency) point's files."""

@@ -18,7 +18,8 @@ from servebench.catalog.points import Point, parse_allocation_key, points
 from servebench.cluster import Allocation, release_all
 from servebench.core.errors import ConfigError
 from servebench.core.files import disk_problem, link_atomic, write_atomic
-from servebench.core.results_folder import ReportFolder, ResultsFolder, new_run_id
+from servebench.core.names import new_run_id
+from servebench.core.results_folder import ReportFolder, ResultsFolder
 from servebench.plugin.collector import Collector
 from servebench.recipe.profile import Profile
 from servebench.results.baseline import load as load_baseline

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PositiveInt, ValidationError
 
-from servebench.core.results_folder import NAME_MAX, SAFE_NAME
+from servebench.core.names import NAME_MAX, SAFE_NAME
 from servebench.recipe.schema.sweep import RunLength
 from servebench.results.parts import (BoundVerdict, Economics, Evidence, HostLoad, Machine, Series, SloTierResult,
                                       SteadyInfo, Telemetry, TraceReuse, _Part)
