@@ -129,16 +129,21 @@ def test_the_host_sampler_finds_the_points_processes_by_their_token_and_reads_th
     env = dict(os.environ)
     procs = [subprocess.Popen([sys.executable, "-c", spin], env={**env, "SERVEBENCH_DEPLOYMENT": token},
                               start_new_session=True),
-             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"],
+             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
                               env={**env, **host.client_env(token)}, start_new_session=True),
-             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"],
+             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
                               env={**env, "SERVEBENCH_DEPLOYMENT": "another"}, start_new_session=True)]
     log = tmp_path / "host-0.jsonl"
     try:
         with log.open("w") as out:
             argv = host.sampler_argv(sys.executable, str(HOST_SAMPLER.parent), token, 200)
             sampler = subprocess.Popen(argv, stdout=out)
-            time.sleep(1.0)
+            # until five samples saw all three of ours (the spinning child included): on a busy 2-core machine the
+            # sampler's own start took over a second (CI, 2026-12-06), so a fixed sleep left it no sample at all
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and sum(
+                    len(s.get("procs", {})) >= 3 for s in json_lines(log) if "t" in s) < 5:
+                time.sleep(0.2)
             sampler.terminate()
             sampler.wait(timeout=10)
     finally:

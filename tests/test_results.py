@@ -361,6 +361,12 @@ def test_a_stopped_run_is_judged_on_what_the_stopping_rule_saw_not_on_its_drain(
     got = steady_block(m, gpus=1)
     assert (got["batches"], got["stationary"], got["truncated_s"]) == (seen.batches, seen.stationary, seen.truncated_s)
     assert got["stationary"] is True
+    # AIPerf drops the requests its stop cancels, so the last profiled end can fall well before the stop; the
+    # analysis is still the one the rule made (CI, 2026-12-06: cut there, it said stationarity unknown)
+    m.records.profiled[0].end_s = 1030.0
+    early = steady_block(m, gpus=1)
+    assert (early["batches"], early["stationary"]) == (seen.batches, seen.stationary), early
+    m.records.profiled[0].end_s = 1064.5
     m.stop_samples = None                                 # a run that ran out: judged to its last request's end
     whole = steady_block(m, gpus=1)
     assert whole["mean_output_tps"] < got["mean_output_tps"]

@@ -116,10 +116,11 @@ def test_the_servers_prompt_tokens_by_source_add_up_or_the_point_fails(catalog):
     assert not [c for c in judge(result.parse(data), prof).checks if c.name == "counters"]
 
 
-def test_requests_a_live_server_still_holds_at_the_grace_end_outlived_it_and_a_still_one_stopped(catalog):
-    """#54: requests AIPerf gave up on at its grace's end. A server whose gauges still hold them (a long prefill
-    moves no counter) or whose tokens move was working on them: counted as errors, said, not failed; one whose
-    counters and gauges stood still from the last answer stopped: the point fails, naming it."""
+def test_unanswered_requests_of_a_working_server_outlived_the_grace_and_of_a_still_one_stopped(catalog):
+    """#54: requests AIPerf gave up on at its grace's end. A server whose tokens move, or whose gauges change (a
+    long prefill moves no counter but fills the KV cache), was working on them: counted as errors, said, not
+    failed; one whose counters stood still and gauges held still from the last answer stopped: the point fails,
+    naming it."""
     from servebench.results.model import Series, Window
     from servebench.results.window import unanswered_check
     prof = by_id(catalog, "tiny-llama-cpu-vllm")
@@ -138,7 +139,15 @@ def test_requests_a_live_server_still_holds_at_the_grace_end_outlived_it_and_a_s
     assert not check.ok and "its engine stopped or hung" in check.message, check.message
     stale = {**base, "running": [1.0] * 21 + [0.0] * 19}     # the first scrape after the freeze: its last value
     assert not unanswered_check(still.model_copy(update={"series": Series.model_validate(stale)})).ok
+    # a stopped engine's gauges keep their last values, requests running included (real vLLM under SIGSTOP)
     held = {**base, "running": [1.0] * 40}
-    busy = still.model_copy(update={"series": Series.model_validate(held)})
+    check = unanswered_check(still.model_copy(update={"series": Series.model_validate(held)}))
+    assert not check.ok and "with 1 running or waiting: its engine stopped or hung" in check.message, check.message
+    # a long prefill moves no counter, but its chunks fill the KV cache
+    prefill = {**held, "kv_usage": [0.1] * 20 + [0.1 + 0.01 * i for i in range(20)]}
+    busy = still.model_copy(update={"series": Series.model_validate(prefill)})
+    assert unanswered_check(busy).ok and "outlived the grace" in unanswered_check(busy).message
+    decoding = {**base, "output_tps": [10.0] * 40}
+    busy = still.model_copy(update={"series": Series.model_validate(decoding)})
     assert unanswered_check(busy).ok and "outlived the grace" in unanswered_check(busy).message
     assert prof is not None

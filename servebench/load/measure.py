@@ -173,15 +173,17 @@ def measure(point: Point, dep: Deployment, generator: LoadGenerator, case: CaseF
                                              decide) if rule.mode == "decide" and decide is not None else None)
         sampler = series.CounterSampler(dep, rule.slice_s)
 
-        def completed() -> float:
-            got = sampler.snapshot()
-            return got[-1].snap.requests_succeeded - got[0].snap.requests_succeeded if len(got) > 1 else 0.0
-
         def should_stop(elapsed: float) -> str | None:
-            reason = control.poll(elapsed, sampler.rates, completed) if control is not None else None
+            # one snapshot for the look and for the record of it: the result's steady state is then the very series
+            # the rule judged (a scrape landing between the two made a stopped run's result say "too few batch
+            # means" where its stop reason said stationary: CI on a busy 2-core machine, 2026-12-06)
+            seen = sampler.snapshot()
+            done = seen[-1].snap.requests_succeeded - seen[0].snap.requests_succeeded if len(seen) > 1 else 0.0
+            reason = control.poll(elapsed, lambda: series.token_rates(seen, rule.slice_s),
+                                  lambda: done) if control is not None else None
             if reason:
                 m.stop_reason, m.stopped_at_s = reason, round(elapsed, 1)
-                m.stop_samples = len(sampler.snapshot())
+                m.stop_samples = len(seen)
                 log.info("%s: %s", point.id, reason)
             return reason
         m.run_started = time.time()

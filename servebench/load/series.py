@@ -78,10 +78,6 @@ class CounterSampler:
         with self._lock:
             return list(self.samples)
 
-    def rates(self) -> list[float]:
-        """Output tokens per second in each slice so far (the engines' generation tokens)."""
-        return token_rates(self.snapshot(), self.slice_s)
-
 
 def token_rates(samples: list[Sample], slice_s: float) -> list[float]:
     """Output tokens per second in each ``slice_s`` from the first sample to the last: the engines' cumulative

@@ -10,6 +10,7 @@ assembly (servebench.server.assembly), the same one preflight and render use.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -250,11 +251,17 @@ def _status_line(config: pytest.Config):
         return None
 
     def write(text: str) -> None:
-        if capture is not None:
+        if capture is None:
+            reporter.write_line(f"    {text}")
+            return
+        # resuming the capture sets sys.stdout/sys.stderr to pytest's own: whoever had redirected them (a CLI run
+        # in-process under contextlib.redirect_stdout) gets them back, or its later output would go astray
+        held = sys.stdout, sys.stderr
+        try:
             with capture.global_and_fixture_disabled():
                 reporter.write_line(f"    {text}")
-        else:
-            reporter.write_line(f"    {text}")
+        finally:
+            sys.stdout, sys.stderr = held
     return write
 
 

@@ -199,7 +199,9 @@ def profiled_samples(m: Measurement) -> list:
     them (servebench.load.steady leaves out the idle slices before the generator's first request). A run the rule
     stopped is judged on what the rule saw when it stopped: the requests draining after the stop are no steady
     state, and with them the result could call unknown what the stop reason called stationary."""
-    samples = m.samples[:m.stop_samples] if m.stop_samples and m.stop_samples >= 2 else m.samples
+    if m.stop_samples and m.stop_samples >= 2:
+        return m.samples[:m.stop_samples]          # exactly the samples the rule's last look analysed
+    samples = m.samples
     ends = [r.end_s for r in m.records.profiled if r.end_s is not None]
     if not ends or m.run_started is None:
         return samples

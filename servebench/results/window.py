@@ -48,6 +48,19 @@ def silence(s: Series, w: Window | None) -> tuple[float, float] | None:
     return max(gaps, key=lambda g: g[1] - g[0], default=None)
 
 
+def _working(s: Series | None, later: list[int]) -> bool:
+    """The server still worked in these slices (the later half of the stretch after the last answer: the first
+    scrapes after a stop may still show what came before): a token counter moved, or a gauge changed (a long
+    prefill moves no counter, but its chunks fill the KV cache). A gauge that holds still is no work: a stopped
+    engine's gauges keep their last values, requests running included (real vLLM under SIGSTOP, 2026-12-06)."""
+    if s is None or not later:
+        return False
+    if any(s.output_tps[i] > 0 or s.prompt_tps[i] > 0 for i in later):
+        return True
+    gauges = [(s.running[i], s.waiting[i], s.kv_usage[i]) for i in range(max(0, later[0] - 1), later[-1] + 1)]
+    return len(set(gauges)) > 1
+
+
 def unanswered_check(result: PointResult) -> Check | None:
     """Requests sent in the window and never answered (the generator gave up on them at its grace's end). They count
     as errors (results.build); where the server still produced tokens to the end they are requests longer than the
@@ -60,11 +73,7 @@ def unanswered_check(result: PointResult) -> Check | None:
             f"answered: {gen} gave up on them at its grace's end ({number(w.end_s, 's')} s of the run; the last "
             f"answer came at {number(w.last_answer_s, 's', missing='n/a')} s)")
     tail = _after_last_answer(s, w) if s is not None else []
-    # a live server still works on them up to the end: tokens move, or its gauges hold them (a long prefill moves
-    # no counter). A stopped engine's gauges read none running once it stopped; the first scrape after the last
-    # answer may still show what it held before, so the later half of the stretch decides
-    if any(s.output_tps[i] > 0 or s.prompt_tps[i] > 0 or (s.running[i] or 0) + (s.waiting[i] or 0) > 0
-           for i in tail[len(tail) // 2:]):
+    if _working(s, tail[len(tail) // 2:]):
         return Check(name="answered", ok=True, message=(
             f"{said}; the server still worked on them to the end, so they outlived the grace: counted as errors, "
             "and missing from the latency percentiles (raise profile.load.post_duration_grace_s above the longest "
