@@ -143,14 +143,16 @@ def test_a_folder_the_disk_refused_to_make_is_named_as_not_made(tmp_path):
     assert disk_problem(OSError(errno.ENOSPC, "No space", str(tmp_path / "f"))).startswith(f"cannot write {tmp_path}")
 
 
-def test_a_lock_in_the_shared_cache_can_be_taken_by_a_second_user(tmp_path):
+def test_a_lock_in_the_shared_cache_can_be_taken_by_a_second_user(tmp_path, monkeypatch):
     """#52: the tokenizer cache's lock file was created 0644 under the first user's umask, so a second user of the
     same shared cache could not open it to lock it. It is made 0666, and taken with a read-only open (all flock
     needs), so even a 0644 one made earlier by someone else can be locked."""
     import fcntl
     import os
     import stat
-    from servebench.tools.tokenizer_cache import cache
+    from servebench.tools import FOLDER
+    monkeypatch.syspath_prepend(str(FOLDER))           # as the client's interpreter runs it: its folder on the path
+    from tokenizer_cache import cache
     model = tmp_path / "model"
     model.mkdir()
     (model / "tokenizer.json").write_text("{}")

@@ -10,7 +10,7 @@ import json
 import sqlite3
 
 from servebench.core.files import MAX_JSON_DEPTH, json_depth
-from servebench.history.store import REQUEST_COLUMNS, _columns, _has_table, _real
+from servebench.history.store import REQUEST_COLUMNS, columns, has_table, real
 from servebench.load.records import Request
 from servebench.results import metrics as registry
 from servebench.results.model import PointResult, parse, problems
@@ -54,14 +54,14 @@ def metric_values(con: sqlite3.Connection, run_id: str, case_id: str, result_jso
     """Every registered metric of a point: as stored, and computed from its stored result where not stored."""
     have = {name: _number(value, f"history metric {name} of {run_id}/{case_id}") for name, value in con.execute(
         "SELECT name, value FROM metrics WHERE run_id = ? AND case_id = ?", (run_id, case_id))} \
-        if _has_table(con, "metrics") else {}
+        if has_table(con, "metrics") else {}
     missing = [name for name in registry.METRICS if name not in have]
     if missing:
         if result_json is None:
             result_json = con.execute("SELECT result_json FROM points WHERE run_id = ? AND case_id = ?",
                                       (run_id, case_id)).fetchone()[0]
         r = _stored_result(result_json, f"history point {run_id}/{case_id}")
-        have.update({name: _real(registry.METRICS[name].get(r)) for name in missing})
+        have.update({name: real(registry.METRICS[name].get(r)) for name in missing})
     return {name: have.get(name) for name in registry.METRICS}
 
 
@@ -76,7 +76,7 @@ def point(con: sqlite3.Connection, run_id: str, case_id: str) -> dict | None:
                duration_s=_number(row[4], f"history point {run_id}/{case_id} duration_s"))
     out.update(metric_values(con, run_id, case_id, row[5]))
     out["run_id"], out["case_id"] = run_id, case_id
-    have = [c for c in REQUEST_COLUMNS if c in _columns(con, "requests")]      # a store opened read-only may be older
+    have = [c for c in REQUEST_COLUMNS if c in columns(con, "requests")]      # a store opened read-only may be older
     odd = " OR ".join(f"typeof({c}) NOT IN ('real', 'integer', 'null')" for c in have)
     if con.execute(f"SELECT COUNT(*) FROM requests WHERE run_id = ? AND case_id = ? AND ({odd})",
                    (run_id, case_id)).fetchone()[0]:

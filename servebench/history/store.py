@@ -105,10 +105,10 @@ def connect(db: Path | str, create: bool = True) -> sqlite3.Connection:
     try:
         if create:
             con.executescript(SCHEMA)
-            for column in [c for c in REQUEST_COLUMNS if c not in _columns(con, "requests")]:
+            for column in [c for c in REQUEST_COLUMNS if c not in columns(con, "requests")]:
                 con.execute(f"ALTER TABLE requests ADD COLUMN {column} REAL")
-        missing = [f"{table}.{column}" for table, columns in NEEDED.items()
-                   for column in sorted(set(columns) - _columns(con, table))]
+        missing = [f"{table}.{column}" for table, needed in NEEDED.items()
+                   for column in sorted(set(needed) - columns(con, table))]
     except sqlite3.DatabaseError as err:
         con.close()
         raise ValueError(f"{db}: not a servebench history ({err})") from None
@@ -119,11 +119,13 @@ def connect(db: Path | str, create: bool = True) -> sqlite3.Connection:
     return con
 
 
-def _columns(con: sqlite3.Connection, table: str) -> set[str]:
+def columns(con: sqlite3.Connection, table: str) -> set[str]:
+    """The columns ``table`` has in this store (an older store, opened read-only, may lack newer ones)."""
     return {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
 
 
-def _has_table(con: sqlite3.Connection, name: str) -> bool:
+def has_table(con: sqlite3.Connection, name: str) -> bool:
+    """Whether this store has table ``name`` (an older one may not)."""
     return con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
 
@@ -203,7 +205,7 @@ def add(db: Path | str, results_dir: Path | str, commit: str | None = None) -> A
             con.execute(f"INSERT INTO points ({', '.join(POINT_COLUMNS)}) VALUES "
                         f"({', '.join(':' + c for c in POINT_COLUMNS)})", row)
             con.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?)",
-                            [(idn.run_id, idn.case_id, name, _real(value))
+                            [(idn.run_id, idn.case_id, name, real(value))
                              for name, value in registry.values(r).items()])
             requests, why = requests_of(results_dir, r)
             if why:
@@ -220,5 +222,6 @@ def _row(q: Request) -> tuple:
     return tuple(int(q.ok) if name == "ok" else getattr(q, name) for name in REQUEST_COLUMNS)
 
 
-def _real(value) -> float | None:
+def real(value) -> float | None:
+    """A stored number as a float; anything else (text, a bool, None) as None."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

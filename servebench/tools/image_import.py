@@ -18,18 +18,10 @@ import socket
 import subprocess
 import sys
 
+from shared_lock import shared_lock       # beside this file (a script's folder is on sys.path)
+
 NODE = os.environ.get("SLURMD_NODENAME") or socket.gethostname()     # the Slurm node's name where it has one
 
-
-def shared_lock(path: str) -> int:
-    """A lock file on shared storage opened so that any user can flock it: read-only (flock needs no more), created
-    0666 whatever the umask (a 0644 one made by the first user could not be opened for writing by the second)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
-    try:
-        os.fchmod(fd, 0o666)
-    except PermissionError:        # another user's: already 0666, or theirs to mend; reading it is enough
-        pass
-    return fd
 
 def main() -> None:
     if len(sys.argv) != 3:

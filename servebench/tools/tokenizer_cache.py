@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from shared_lock import shared_lock       # beside this file (a script's folder is on sys.path)
+
 # tokenizer files by name or pattern (sentencepiece/tiktoken models, vocabularies, chat templates, remote code)
 PATTERNS = ("tokenizer*", "special_tokens_map.json", "added_tokens.json", "chat_template*", "config.json",
             "generation_config.json", "vocab*", "merges.txt", "*.model", "*.tiktoken", "tokenization_*.py",
@@ -77,12 +79,7 @@ def cache(model_dir: Path, cache_dir: Path, name: str) -> str:
     (repo / "refs").mkdir(parents=True, exist_ok=True)
     snap.parent.mkdir(parents=True, exist_ok=True)
     # one writer per repo; the others find it done. Read-only and 0666: any user of the shared cache can take it
-    fd = os.open(repo / ".lock", os.O_RDONLY | os.O_CREAT, 0o666)
-    try:
-        os.fchmod(fd, 0o666)
-    except PermissionError:        # another user's lock file: reading it is enough to flock it
-        pass
-    with os.fdopen(fd) as lock:
+    with os.fdopen(shared_lock(repo / ".lock")) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not all((snap / f.name).is_file() for f in chosen):
             tmp = Path(tempfile.mkdtemp(dir=snap.parent, prefix=f".{digest}.", suffix=".tmp"))
