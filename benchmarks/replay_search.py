@@ -20,7 +20,7 @@ the search is resolved at the grid's resolution. Each probe replays its point's 
 offset (uniform in [0, duration - cap]) through the live rule of ``--run-length decide``
 (servebench.load.stopping.DecideController: at checkpoints min_s x growth^k, at least 100 requests, each look at
 its Bonferroni confidence, servebench.results.slo.judged_at_look): it ends at the first look that resolves its tier,
-else at the cap, judged then on all it saw. A request counts at a look once it has ended, as the live reader sees
+else at the cap, judged then on all it saw at the same confidence (the cap is the last planned look). A request counts at a look once it has ended, as the live reader sees
 it. A live probe starts on an idle server while a replayed one starts mid-recording: the replay ignores that
 warm-up, and says so.
 
@@ -128,7 +128,7 @@ def probe(p: GridPoint, tier: str, rule: StopRule, cap_s: float, offset_s: float
             j = slo.judged_at_look(tier, p.tier, read(), ctl.planned, p.gpus)
             return Probe(p.concurrency, j.verdict, j.attainment, j.low, j.high, p.case_id), t
     now["t"] = cap_s
-    j = slo.judged_at_look(tier, p.tier, read(), 1, p.gpus)
+    j = slo.judged_at_look(tier, p.tier, read(), ctl.planned, p.gpus)      # the cap: the last planned look
     return Probe(p.concurrency, j.verdict, j.attainment, j.low, j.high, p.case_id), cap_s
 
 

@@ -23,12 +23,13 @@ def test_the_controller_looks_at_the_checkpoints_and_stops_on_the_first_resolved
         seen.append((len(requests), looks))
         return "decided" if len(requests) >= 200 else None
     ctl = DecideController(rule, 120, lambda: REQUESTS[:sent["n"]], decide)
-    assert ctl.planned == len(checkpoints(rule, 120)) == 5                 # 20, 30, 45, 67.5, 101.25
+    # 20, 30, 45, 67.5, 101.25, and the cap: the budget is spread over the cap's judgement too (#53)
+    assert ctl.planned == len(checkpoints(rule, 120)) + 1 == 6
     assert ctl.poll(10.0) is None and ctl.looks == []                      # before the first checkpoint: no look
     assert ctl.poll(20.0) is None and seen == []                           # 50 < 100 requests: not even asked
     assert ctl.looks[-1][1] == f"50 of the {MIN_DECIDE_REQUESTS} requests a decision needs"
     sent["n"] = 150
-    assert ctl.poll(31.0) is None and seen == [(150, 5)] and ctl.looks[-1][1] == "not resolved at 150 requests"
+    assert ctl.poll(31.0) is None and seen == [(150, 6)] and ctl.looks[-1][1] == "not resolved at 150 requests"
     sent["n"] = 250
     assert ctl.poll(33.0) is None                                          # between checkpoints: no look
     assert ctl.poll(46.0) == "decided" and ctl.poll(70.0) is None          # once stopped, it says nothing more
@@ -38,7 +39,7 @@ def test_the_controller_looks_at_the_checkpoints_and_stops_on_the_first_resolved
 def test_a_tier_far_from_its_target_is_decided_early_and_one_at_its_target_never():
     far = decider("chat", SloTier(ttft_ms=150, tpot_ms=20, attainment=0.6), gpus=1)
     said = far(REQUESTS[:120], 6)
-    assert said.startswith("decided: tier chat met at 120 requests") and "at 99.17% (95% over 6 planned looks)" in said
+    assert said.startswith("decided: tier chat met at 120 requests") and "at 99.17% (95% over 6 planned looks, the cap included)" in said
     missed = decider("chat", SloTier(ttft_ms=50, attainment=0.9), gpus=1)
     assert missed(REQUESTS[:120], 6).startswith("decided: tier chat missed at 120 requests")
     close = decider("chat", SloTier(ttft_ms=150, tpot_ms=20, attainment=0.95), gpus=1)

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from servebench.catalog.loader import Catalog
-from servebench.catalog.points import points, searches
+from servebench.catalog.points import Point, points, searches
 from servebench.core.errors import ConfigError
 from servebench.core.results_folder import ResultsFolder
 from servebench.history.store import requests_of
+from servebench.load.measure import stop_rule
+from servebench.load.stopping import planned_looks
 from servebench.plugin.search import replayed
 from servebench.report.slo import searches_section
 from servebench.results import slo
@@ -158,8 +160,14 @@ def test_the_h200_search_probed_what_the_rule_says_and_its_stored_answer_is_its_
     for p in search.probes:
         r = parse(json.loads(folder.point(p.case_id).read_text()))
         requests, why = requests_of(folder.root, r)
-        again = slo.tier_result("interactive", tier, requests, r.throughput.duration_s, r.throughput.gpus)
-        assert (again["verdict"], again["low"], again["high"]) == (p.verdict, p.low, p.high), (p.case_id, why)
+        # judged again by this commit: time batch means, and the cap as the last of the planned looks (#53)
+        looks = planned_looks(stop_rule(Point(prof, r.identity.concurrency)), r.run.planned_s)
+        again = slo.tier_result("interactive", tier, requests, r.throughput.duration_s, r.throughput.gpus,
+                                confidence=1 - slo.look_alpha(looks))
+        assert again["low"] <= again["attainment"] <= again["high"] + 1e-9, (p.case_id, why)
+        # c24 was "met" on the cap's plain 95% after four looks at 99%: its low bound 90.03% against 90%; with
+        # the budget spread over every look, the cap included, it is unresolved, and the answer would be c16
+        assert again["verdict"] == ("unresolved" if p.concurrency == 24 else p.verdict), (p.case_id, again)
         gap = r.reuse
         assert gap.should_hold == (gap.working_set_tokens <= gap.cache_tokens) and gap.warm is not True, p.case_id
         assert (gap.gap < 0.05) if gap.should_hold else (gap.gap > 0.3), (p.case_id, gap)     # the live reuse gap

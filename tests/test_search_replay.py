@@ -127,6 +127,7 @@ def test_without_batch_means_decided_probes_flip_the_answer_on_the_same_recordin
     """The interval on the AR(1) size alone (before batch means) takes c24's minute-scale swings for noise: windows
     of one recording decide it met or not met, and the searches' answers flip between c16 and c24."""
     from servebench.results import slo
-    monkeypatch.setattr(slo, "batched", lambda flags, share: None)
+    monkeypatch.setattr(slo, "batched", lambda flags, share, sent_s=None: None)
     answers = [b for b, _, _ in searches(recorded_grid, 120.0)]
-    assert answers.count((16, 24)) >= 3 and answers.count((24, 32)) >= 3, answers
+    # with the cap counted as a look (#53) fewer windows decide, but the answer still flips: 8 and 2 of 10
+    assert answers.count((16, 24)) >= 2 and answers.count((24, 32)) >= 2, answers

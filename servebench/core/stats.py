@@ -1,5 +1,6 @@
 """The statistics servebench's intervals use: quantiles (with scipy's special functions), a sequence's lag-1
-autocorrelation and the effective sample size it implies, and the Wilson interval of a share.
+autocorrelation and the effective sample sizes it and its batch means in time imply, and the Wilson interval of a
+share.
 
 ``scipy.stats.t.ppf`` goes through the generic distribution machinery (argument checks, broadcasting): 5-15 ms a
 call here, and ``servebench compare`` asks for one per metric and case. The quantile itself is
@@ -58,3 +59,33 @@ def wilson(share: float, n: float, z: float = 1.959964) -> tuple[float, float]:
     centre = (share + z2 / (2 * n)) / (1 + z2 / n)
     half = z * math.sqrt(share * (1 - share) / n + z2 / (4 * n * n)) / (1 + z2 / n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+TIME_BATCHES = 10        # batches of equal duration (Schmeiser 1982: 10-30; the fewer, the safer under long swings)
+MIN_PER_BATCH = 5        # values per batch on average at least: fewer values, no batch means
+
+
+def batch_size_in_time(values, mean: float, variance: float, sent_s=None) -> tuple[float, int] | None:
+    """The effective size the batch means of a sequence imply, and how many batches it rests on: the sequence cut
+    into TIME_BATCHES batches of equal duration by ``sent_s`` (each value's time; without them, batches of equal
+    counts, the remainder at the start dropped), empty ones left out; the mean's variance var(batch means) / k, and
+    the size ``variance`` / that (``variance``: one value's, p (1 - p) for a 0/1 sequence). A batch lasts a tenth of
+    the run, so its length grows with the run (Schmeiser, "Batch size effects in the analysis of simulation
+    output", Operations Research 30, 1982). None below TIME_BATCHES x MIN_PER_BATCH values or two batches."""
+    import numpy as np
+    x = np.asarray(values, dtype=float)
+    n = len(x)
+    if n < TIME_BATCHES * MIN_PER_BATCH:
+        return None
+    if sent_s is not None and len(sent_s) == n and max(sent_s) > min(sent_s):
+        t = np.asarray(sent_s, dtype=float)
+        which = np.minimum(((t - t.min()) / (t.max() - t.min()) * TIME_BATCHES).astype(int), TIME_BATCHES - 1)
+        counts = np.bincount(which, minlength=TIME_BATCHES)
+        means = np.bincount(which, weights=x, minlength=TIME_BATCHES)[counts > 0] / counts[counts > 0]
+    else:
+        size = n // TIME_BATCHES
+        means = x[n - TIME_BATCHES * size:].reshape(TIME_BATCHES, size).mean(axis=1)
+    if len(means) < 2:
+        return None
+    var = float(means.var(ddof=1)) / len(means)
+    return (min(float(n), variance / var) if var > 0 else float(n)), len(means)

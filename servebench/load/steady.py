@@ -20,6 +20,15 @@ The series is a rate per slice (output tokens per second in each ``slice_s``). M
 * **Percentile evidence** (the order-statistic bound that MLPerf LoadGen's early stopping uses): with n values, the
   p-quantile is below the k-th smallest with confidence c when P(Binomial(n, p) <= k - 1) >= c; the smallest such k
   gives the upper bound. n must be at least log(1 - c) / log(p) for any bound to exist (459 for p99 at 99%).
+  That count assumes independent values; a replay's are not (a slow stretch makes many slow requests in a row). With
+  the values' send times the bound rests on an effective size instead (Woodruff's method: the quantile's interval
+  from the interval of the share below it, that share's variance taken from the design; Woodruff 1952, "Confidence
+  intervals for medians and other position measures", JASA 47): the share of values above the estimated p-quantile,
+  its effective size n_e the smaller of its AR(1) size and that of its batch means in time
+  (servebench.core.stats.batch_size_in_time), times (z / t_{k-1})^2 at the bound's confidence for the k batch means
+  the variance rests on (Korn and Graubard 1998, as servebench.results.slo); the bound is the value at rank
+  ceil(n k_e / n_e), k_e the bound's rank among n_e independent values. Fewer than 459 effective values: no bound
+  (a 120 s window seldom has them: benchmarks/interval_coverage.py).
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from servebench.core.stats import lag1, t_quantile
+from servebench.core.stats import batch_size_in_time, effective_size, lag1, normal_quantile, t_quantile
 
 if TYPE_CHECKING:      # numpy is imported where a series is analysed: every pytest start loads this module
     import numpy as np
@@ -155,14 +164,32 @@ def needed(p: float, confidence: float) -> int:
     return math.ceil(math.log(1 - confidence) / math.log(p))
 
 
-def quantile_upper(values: list[float], p: float = 0.99, confidence: float = 0.99) -> float | None:
-    """The order-statistic upper bound of the p-quantile at ``confidence`` (None with too few values)."""
+def quantile_upper(values: list[float], p: float = 0.99, confidence: float = 0.99,
+                   sent_s: list[float] | None = None) -> float | None:
+    """The order-statistic upper bound of the p-quantile at ``confidence`` (None with too few values); with
+    ``sent_s`` (each value's send time, in the values' order) on the effective size of the share above it."""
     import numpy as np
-    xs = sorted(v for v in values if v is not None and math.isfinite(v))
+    keep = [i for i, v in enumerate(values) if v is not None and math.isfinite(v)]
+    xs = sorted(values[i] for i in keep)
     n = len(xs)
     if n < needed(p, confidence):
         return None
+    size = float(n)
+    if sent_s is not None:
+        order = sorted(keep, key=lambda i: sent_s[i])
+        estimate = float(np.percentile(xs, 100 * p))
+        above = [values[i] > estimate for i in order]
+        share = sum(above) / n
+        if 0 < share < 1:
+            by_batches = batch_size_in_time(above, share, share * (1 - share), [sent_s[i] for i in order])
+            size = min(effective_size(n, lag1(above)), by_batches[0] if by_batches else float(n))
+            if by_batches:      # Korn and Graubard's degrees-of-freedom adjustment: n_e (z / t_{k-1})^2
+                size *= (normal_quantile(confidence) / t_quantile(confidence, by_batches[1] - 1)) ** 2
+    m = math.floor(size)
+    if m < needed(p, confidence):
+        return None
     from scipy.special import bdtr       # the binomial CDF; scipy.stats costs ~1 s to import, this does not
-    cdf = bdtr(np.arange(n + 1), n, p)
-    k = int(np.argmax(cdf >= confidence)) + 1        # smallest k with P(Binom(n, p) <= k - 1) >= c
-    return xs[min(k, n) - 1]
+    cdf = bdtr(np.arange(m + 1), m, p)
+    k = int(np.argmax(cdf >= confidence)) + 1        # smallest k with P(Binom(m, p) <= k - 1) >= c
+    rank = k if m == n else math.ceil(n * k / m)
+    return xs[min(rank, n) - 1]

@@ -51,6 +51,13 @@ def decide(rule: StopRule, rates: list[float], completed: float, elapsed: float)
     return Decision(False, "; ".join(why), a)
 
 
+def planned_looks(rule: StopRule, duration_s: float) -> int:
+    """The looks a decide-stopped run plans: one per checkpoint, and the cap (the run's end, judged on all it saw)
+    as the last. The error budget is spread over all of them: judging the cap at a plain 95% after K looks at
+    1 - 0.05 / K spent up to twice the nominal error."""
+    return len(checkpoints(rule, duration_s)) + 1
+
+
 class Checkpoints:
     """Looks at a run only at its checkpoints: ``poll(elapsed, ...)`` is called often, ``look`` once per checkpoint
     passed, and after a stop nothing more is said."""
@@ -92,15 +99,16 @@ class DecideController(Checkpoints):
     """``--run-length decide``: stop once the point's decision is known, not its number (#32). At the same
     geometric checkpoints as the adaptive rule (after ``min_s``), the generator's profiled requests so far are
     read and ``decide(requests, looks)`` answers with the reason to stop (its gate resolved) or None. ``looks`` is
-    how many checkpoints the run plans: a decider corrects its confidence for them (Bonferroni over the planned
-    looks, conservative beside O'Brien-Fleming's boundaries; Jennison and Turnbull, *Group Sequential Methods*,
-    2000), so stopping at the first look that resolves keeps the overall error at its nominal level. No decision
+    how many looks the run plans, the cap included (planned_looks): a decider corrects its confidence for them
+    (Bonferroni over the planned looks, conservative beside O'Brien-Fleming's boundaries; Jennison and Turnbull,
+    *Group Sequential Methods*, 2000), so stopping at the first look that resolves keeps the overall error at its nominal level. No decision
     rests on fewer than MIN_DECIDE_REQUESTS requests: consecutive requests of an agentic replay are correlated, and
     a burst of slow or fast ones at the start would otherwise decide alone. Pure: the caller reads and stops."""
 
     def __init__(self, rule: StopRule, duration_s: float, read, decide):
         super().__init__(rule, duration_s)
         self.read, self.decide = read, decide
+        self.planned = planned_looks(rule, duration_s)     # the cap counted: results.build judges it at this too
 
     def look(self, elapsed: float, *_) -> Decision:
         requests = [r for r in self.read() if r.profiled]

@@ -14,6 +14,7 @@ from servebench.load.measure import Measurement, stop_rule
 from servebench.load.records import busy_fraction
 from servebench.load.series import client_open, counter_series, record_series, token_rates
 from servebench.load.steady import analyse, needed, quantile_upper
+from servebench.load.stopping import planned_looks
 from servebench.results import bound, card, energy, reuse, slo
 from servebench.results.model import SCHEMA_VERSION, PointResult
 from servebench.results.parts import TraceReuse
@@ -134,7 +135,8 @@ def build(m: Measurement) -> PointResult:
         "steady": steady_block(m, gpus),
         "series": series_block(m),
         "evidence": evidence_block(profiled),
-        "slo": slo.tiers(p.spec.slo, p.spec.gates.slo, profiled, rec.stat("duration_s"), gpus),
+        "slo": slo.tiers(p.spec.slo, p.spec.gates.slo, profiled, rec.stat("duration_s"), gpus,
+                         looks=planned_looks(stop_rule(point), p.spec.load.duration_s) if m.mode == "decide" else 1),
         "economics": energy.block(m.power, (m.telemetry or {}).get("interval_s", 1.0), window_of(profiled),
                                   sum(r.output_tokens or 0.0 for r in profiled if r.ok), out_tps, total_tps, gpus,
                                   p.cluster.cost),
@@ -238,19 +240,27 @@ def series_block(m: Measurement) -> dict | None:
 def evidence_block(profiled: list) -> dict:
     """TTFT, end-to-end and inter-token p99 of the successful profiled requests, each with its upper bound."""
     ok = [r for r in profiled if r.ok]
-    itl = [(r.latency_ms - r.ttft_ms) / (r.output_tokens - 1) for r in ok
-           if r.latency_ms is not None and r.ttft_ms is not None and (r.output_tokens or 0) > 1]
-    return {"ttft_p99_ms": quantile([r.ttft_ms for r in ok]), "e2e_p99_ms": quantile([r.latency_ms for r in ok]),
-            "itl_p99_ms": quantile(itl)}
+    timed = [r for r in ok if r.latency_ms is not None and r.ttft_ms is not None and (r.output_tokens or 0) > 1]
+    itl = [(r.latency_ms - r.ttft_ms) / (r.output_tokens - 1) for r in timed]
+    return {"ttft_p99_ms": quantile([r.ttft_ms for r in ok], [r.start_s for r in ok]),
+            "e2e_p99_ms": quantile([r.latency_ms for r in ok], [r.start_s for r in ok]),
+            "itl_p99_ms": quantile(itl, [r.start_s for r in timed])}
 
 
-def quantile(values: list, p: float = 0.99, confidence: float = 0.99) -> dict:
+def quantile(values: list, sent_s: list | None = None, p: float = 0.99, confidence: float = 0.99) -> dict:
+    """The p-quantile and its upper bound (servebench.load.steady.quantile_upper: on the effective size of the
+    requests in time where every one has a send time; else as if independent)."""
     import numpy as np       # here: every pytest start loads this module, through the plugin's fixtures
-    xs = [v for v in values if v is not None]
+    keep = [i for i, v in enumerate(values) if v is not None]
+    xs = [values[i] for i in keep]
+    times = [sent_s[i] for i in keep] if sent_s is not None else None
+    if times is not None and None in times:
+        times = None
     need = needed(p, confidence)
     return {"estimate": float(np.percentile(xs, 100 * p)) if xs else None,
-            "upper_bound": quantile_upper(xs, p, confidence), "confidence": confidence, "requests": len(xs),
-            "needed": need, "enough": len(xs) >= need}
+            "upper_bound": quantile_upper(xs, p, confidence, times), "confidence": confidence,
+            "requests": len(xs), "needed": need, "enough": len(xs) >= need,
+            "independent": times is None}
 
 
 def _share(part: float, whole: float) -> float | None:

@@ -140,11 +140,14 @@ class Quantile(_Part):
     """A p99 with its evidence: the order-statistic upper bound at 99% confidence (MLPerf LoadGen's early stopping)."""
 
     estimate: float | None
-    upper_bound: float | None = Field(description="None: fewer requests than a bound needs")
+    upper_bound: float | None = Field(description="None: fewer (effective) requests than a bound needs")
     confidence: float
     requests: int
     needed: int
     enough: bool
+    independent: bool = Field(True, description="true: the bound counts the requests as independent (no send times "
+                              "to correct by); false: it rests on their effective size in time (Woodruff's method "
+                              "with batch means in time: servebench.load.steady.quantile_upper)")
 
 
 class Evidence(_Part):
@@ -166,15 +169,18 @@ class SloTierResult(_Part):
     requests: int = Field(description="the profiled requests, failed and unfinished ones included (not good)")
     good: int
     attainment: float | None = Field(description="good / requests")
-    low: float | None = Field(description="95% Wilson interval of the attainment, on the effective size")
+    low: float | None = Field(description="Wilson interval of the attainment at `confidence`, on the effective size")
     high: float | None
     effective_n: float | None = Field(description="the size the interval rests on: the smaller of the AR(1) one "
                                       "(requests / the variance inflation of their good/not-good sequence in the "
                                       "order sent) and the one its batch means imply")
     lag1: float | None = Field(description="lag-1 autocorrelation of that sequence")
-    batches: int | None = Field(None, description="batch means of that sequence (equal batches of consecutive "
-                                "requests); with them the interval's quantile is Student's t with batches - 1 degrees "
-                                "of freedom; None: too few requests (under 100), the normal quantile")
+    batches: int | None = Field(None, description="batch means of that sequence (up to 10 batches of equal duration "
+                                "by send time); with them the interval's quantile is Student's t with batches - 1 "
+                                "degrees of freedom; None: too few requests (under 50), the normal quantile")
+    confidence: float = Field(0.95, description="the interval's two-sided confidence: 0.95, or for a point that "
+                              "`--run-length decide` stopped or ran to its cap, 1 - 0.05 / the looks it planned (the "
+                              "cap counted as one): the error budget spread over every look")
     verdict: Literal["met", "missed", "unresolved"] | None = Field(
         description="met: the interval wholly at or above the target; missed: wholly below; unresolved: across it")
     goodput_rps: float | None = Field(description="good requests per second of the measured window")

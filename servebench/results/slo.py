@@ -12,25 +12,32 @@ estimates of that size, in the order the requests were sent; the smaller one is 
 
 * **AR(1)**: n (1 - r1) / (1 + r1) with r1 the sequence's lag-1 autocorrelation
   (servebench.core.stats.effective_size; r1 <= 0: no correction). It sees correlation between neighbours only.
-* **Batch means**: the sequence cut into 20 batches of consecutive requests, equal in size (Schmeiser 1982, "Batch
-  size effects in the analysis of simulation output", Operations Research 30: 10-30 batches for an interval); the
-  share's variance is var(batch means) / 20, and the size it implies share (1 - share) 20 / var(batch means). This
-  one also sees swings over many requests (an agentic replay's attainment moves by several points from minute to
-  minute at the boundary: docs/measurements.md, Search replays), which the AR(1) one takes for independent noise. The
-  batch size is fixed by the count, not chosen by Law and Carson's lag test as servebench.load.steady chooses it for
-  a throughput series: on a 0/1 sequence a batch of 10 requests has a binomial spread of ~13 points, which hides a
-  swing of 4, so the lag test keeps batches far shorter than the swings.
+* **Batch means in time**: the window cut into 10 batches of equal duration by each request's send time
+  (servebench.core.stats.batch_size_in_time: a batch lasts a tenth of the run, 12 s of a 120 s look, 60 s of a
+  600 s point, so its length grows with the run), the share's variance var(batch means) / k over the k non-empty
+  batches, and the size it implies share (1 - share) / that variance. This one sees swings over many requests (an
+  agentic replay's attainment moves by several points from minute to minute at the boundary: tests/data/grid-cpu),
+  which the AR(1) one takes for independent noise. Few, long batches: Schmeiser (1982, "Batch size effects in the
+  analysis of simulation output", Operations Research 30) shows 10-30 batches suffice once each outlasts the
+  correlation, and fewer, longer ones are the safer side when it may not; 20 batches of equal request counts (6 s
+  at a 120 s look) were far shorter than the correlation and covered 81-91% where 95% was stated.
 
-With batch means (from 100 requests on) the interval's quantile is Student's t with k - 1 degrees of freedom instead
+With batch means (from 50 requests on) the interval's quantile is Student's t with k - 1 degrees of freedom instead
 of the normal one: Wilson's interval on an effective size with the degrees of freedom of the variance estimate, as
 Korn and Graubard (1998, "Confidence intervals for proportions with small expected number of positive counts
 estimated from survey data", Survey Methodology 24) adjust it for correlated (clustered) samples.
+
+The confidence is 95%, or for a point that ``--run-length decide`` stopped or ran to its cap, 1 - 0.05 / its
+planned looks, the cap counted as one (servebench.load.stopping.planned_looks). Coverage, measured by
+benchmarks/interval_coverage.py (recordings cut into disjoint windows, each window's interval against the whole recording's
+share): docs/statistics.md. Windows shorter than 120 s cover less than stated (swings longer than a tenth of the
+window are invisible inside it); the decide rule's first look is at 120 s.
 """
 
 from __future__ import annotations
 
 from servebench.core.format import number
-from servebench.core.stats import effective_size, lag1, normal_quantile, t_quantile, wilson
+from servebench.core.stats import batch_size_in_time, effective_size, lag1, normal_quantile, t_quantile, wilson
 from servebench.load.records import Request
 from servebench.recipe.schema.sweep import SloTier
 from servebench.results.parts import SloTierResult
@@ -72,21 +79,10 @@ def judge(limits: dict[str, float]):
     return met
 
 
-BATCHES = 20             # batch means of the good/not-good sequence (Schmeiser 1982: 10-30 for an interval)
-MIN_BATCH = 5            # requests per batch at least: fewer requests, no batch means
-
-
-def batched(flags: list[bool], share: float) -> float | None:
-    """The effective size the BATCHES batch means of a good/not-good sequence (in the order sent) imply: batches of
-    equal size, the remainder at the start dropped; None below BATCHES x MIN_BATCH requests."""
-    import numpy as np
-    size = len(flags) // BATCHES
-    if size < MIN_BATCH:
-        return None
-    means = np.asarray(flags[len(flags) - BATCHES * size:], dtype=float).reshape(BATCHES, size).mean(axis=1)
-    var = float(means.var(ddof=1)) / BATCHES
-    n = float(len(flags))
-    return min(n, share * (1 - share) / var) if var > 0 else n
+def batched(flags: list[bool], share: float, sent_s: list[float] | None = None) -> tuple[float, int] | None:
+    """The effective size the batch means in time of a good/not-good sequence imply, and their count
+    (servebench.core.stats.batch_size_in_time)."""
+    return batch_size_in_time(flags, share, share * (1 - share), sent_s)
 
 
 def tier_result(name: str, tier: SloTier, requests: list[Request], window_s: float | None, gpus: int,
@@ -99,11 +95,12 @@ def tier_result(name: str, tier: SloTier, requests: list[Request], window_s: flo
     share = k / n if n else None
     rho = lag1(flags)
     n_eff = effective_size(n, rho) if n else None
-    by_batches = batched(flags, share) if n else None
+    times = [q.start_s for q in sent]
+    by_batches = batched(flags, share, times if None not in times else None) if n else None
     upper = 1 - (1 - confidence) / 2
     z = normal_quantile(upper)
     if by_batches is not None:
-        n_eff, z = min(n_eff, by_batches), t_quantile(upper, BATCHES - 1)
+        n_eff, z = min(n_eff, by_batches[0]), t_quantile(upper, by_batches[1] - 1)
     low, high = wilson(share, n_eff, z) if n else (None, None)
     verdict = None if share is None else ("met" if low >= tier.attainment else
                                           "missed" if high < tier.attainment else "unresolved")
@@ -112,14 +109,16 @@ def tier_result(name: str, tier: SloTier, requests: list[Request], window_s: flo
     return SloTierResult.model_validate({
         "tier": name, "gated": gated, "limits": tier.limits, "target": tier.attainment, "requests": n, "good": k,
         "attainment": share, "low": low, "high": high, "effective_n": n_eff, "lag1": rho,
-        "batches": BATCHES if by_batches is not None else None, "verdict": verdict,
+        "batches": by_batches[1] if by_batches is not None else None, "confidence": confidence, "verdict": verdict,
         "goodput_rps": k / rate if rate else None,
         "good_output_tps_per_gpu": good_tokens / rate / gpus if rate and gpus else None}).model_dump(mode="json")
 
 
 def tiers(slo: dict[str, SloTier], gated: str | None, requests: list[Request], window_s: float | None,
-          gpus: int) -> list[dict]:
-    return [tier_result(name, tier, requests, window_s, gpus, gated=name == gated) for name, tier in slo.items()]
+          gpus: int, looks: int = 1) -> list[dict]:
+    """Every tier at one point; ``looks``: the looks a decide-stopped run planned, each judged at 1 - 0.05 / looks."""
+    return [tier_result(name, tier, requests, window_s, gpus, gated=name == gated, confidence=1 - look_alpha(looks))
+            for name, tier in slo.items()]
 
 
 def headline(tiers_: list[SloTierResult]) -> SloTierResult | None:
@@ -138,8 +137,12 @@ def describe(t: SloTierResult) -> str:
     rho = f", lag-1 {t.lag1:.2f}" if t.lag1 is not None else ""
     batches = f", {t.batches} batch means" if t.batches else ""
     return (f"tier {t.tier} ({limits_text(t.limits)}): {number(t.attainment, 'share')} of {t.requests:,} requests "
-            f"good, 95% interval [{number(t.low, 'share')}, {number(t.high, 'share')}] (Wilson, effective n "
-            f"{t.effective_n:.0f}{rho}{batches}) against the target {number(t.target, 'share')}")
+            f"good, {_level(t.confidence)} interval [{number(t.low, 'share')}, {number(t.high, 'share')}] (Wilson, "
+            f"effective n {t.effective_n:.0f}{rho}{batches}) against the target {number(t.target, 'share')}")
+
+
+def _level(confidence: float) -> str:
+    return f"{100 * confidence:.3g}%"
 
 
 def judged_at_look(name: str, tier: SloTier, requests: list[Request], looks: int, gpus: int = 1) -> SloTierResult:
@@ -165,7 +168,7 @@ def decider(name: str, tier: SloTier, gpus: int):
             return None
         return (f"decided: tier {name} {got.verdict} at {got.requests:,} requests, {number(got.attainment, 'share')} "
                 f"good, interval [{number(got.low, 'share')}, {number(got.high, 'share')}] at "
-                f"{1 - alpha:.2%} (95% over {looks} planned looks) against the target {number(got.target, 'share')}")
+                f"{1 - alpha:.2%} (95% over {looks} planned looks, the cap included) against the target {number(got.target, 'share')}")
     return decide
 
 
