@@ -12,9 +12,13 @@ def test_point(sb_point, sb_measured, sb_judge):
     assert verdict.passed, f"{sb_point.id}: " + "\n".join(verdict.failures) + f"\nresult: {sb_measured.path}"
 
 
-def test_search(sb_search_case, sb_search):
-    """One search profile (profile.search): the highest concurrency meeting its SLO tier, found in one allocation."""
+def test_search(sb_search_case, sb_profile, sb_search):
+    """One search profile (profile.search): the highest concurrency meeting its SLO tier, found in one allocation.
+    Every probe must have measured; "no concurrency in the range meets the tier" is an answer, and fails the case
+    only where the profile declares the least it must be (search.at_least)."""
     assert not sb_search["not_measured"], f"{sb_search_case}: probes that did not measure:\n" + \
         "\n".join(sb_search["not_measured"])
-    assert sb_search["answer"] is not None, (
-        f"{sb_search_case}: no concurrency in {sb_search['range']} meets tier {sb_search['tier']}: {sb_search['why']}")
+    floor = sb_profile.spec.search.at_least
+    assert floor is None or (sb_search["answer"] or 0) >= floor, (
+        f"{sb_search_case}: the answer is {sb_search['answer'] or 'no concurrency'} in {sb_search['range']} meeting "
+        f"tier {sb_search['tier']}, below search.at_least c{floor}: {sb_search['why']}")

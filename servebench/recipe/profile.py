@@ -90,7 +90,7 @@ class Profile:
         """sha256 over everything that defines the deployment and the load, except the concurrency, where the
         client's own files come from (runtime.client: its interpreter, install and cache, not what it sends), the
         run-length rule (load.stop: the result says which ran), the service-level tiers (profile.slo: how the
-        requests are judged, not what they are) and the bound a point must show (gates.bound: how it is judged).
+        requests are judged, not what they are; likewise search.relative and search.at_least) and the bound a point must show (gates.bound: how it is judged).
         Computed on the parsed models, so spelling out a default does not change it."""
         prof = self.spec.model_dump(mode="json", by_alias=True, exclude={"concurrency", "description", "waive",
                                                                         "allocations", "slo"})
@@ -99,6 +99,8 @@ class Profile:
         cluster.pop("cost", None)                     # what the GPU time costs, not what is measured
         prof.get("load", {}).pop("stop", None)        # how long a point runs, not what it measures (result.run.mode)
         prof.get("gates", {}).pop("bound", None)      # what must have bound a point: how it is judged, like slo
+        for key in ("relative", "at_least"):           # a search tier's limits and the least answer: judging too
+            (prof.get("search") or {}).pop(key, None)
         whole = {"profile": prof, "recipe": self.recipe.model_dump(mode="json"), "cluster": cluster}
         for path, default in LATER_KEYS.items():
             *parents, key = path

@@ -31,10 +31,11 @@ class Probe:
     energy_j: float | None = None   # its GPUs' board energy over that window (None: no power samples)
 
 
-def probe_of(concurrency: int, result, tier: str, passed: bool | None) -> Probe:
-    """A probe as its stored result (servebench.results.model.PointResult) says: its tier's verdict and interval,
-    the GPU-hours its window measured, its GPU energy."""
-    t = next((x for x in result.slo if x.tier == tier), None)
+def probe_of(concurrency: int, result, tier: str, passed: bool | None, judged=None) -> Probe:
+    """A probe as its stored result (servebench.results.model.PointResult) says: its tier's verdict and interval
+    (or ``judged``'s: the tier judged anew, by limits relative to the first probe), the GPU-hours its window
+    measured, its GPU energy."""
+    t = judged if judged is not None else next((x for x in result.slo if x.tier == tier), None)
     return Probe(concurrency, t.verdict if t else None, t.attainment if t else None, t.low if t else None,
                  t.high if t else None, result.identity.case_id, passed,
                  gpu_hours=(result.throughput.duration_s or 0.0) * result.throughput.gpus / 3600,

@@ -121,6 +121,28 @@ def tiers(slo: dict[str, SloTier], gated: str | None, requests: list[Request], w
             for name, tier in slo.items()]
 
 
+def relative_tier(tier: SloTier, relative, requests: list[Request]) -> tuple[SloTier, dict]:
+    """A search tier whose limits are multiples (profile.search.relative) of the first probe's median TTFT and TPOT
+    over its successful profiled ``requests``, its attainment target kept; with the reference it rests on.
+    ValueError when the probe has no TTFT or TPOT to scale."""
+    import numpy as np
+    ok = [q for q in requests if q.ok]
+    ttfts = [q.ttft_ms for q in ok if q.ttft_ms is not None]
+    tpots = [v for v in map(tpot_ms, ok) if v is not None]
+    ref = {"ttft_p50_ms": float(np.median(ttfts)) if ttfts else None,
+           "tpot_p50_ms": float(np.median(tpots)) if tpots else None, "requests": len(ok)}
+    limits = {}
+    for key, multiple, base in (("ttft_ms", relative.ttft, ref["ttft_p50_ms"]),
+                                ("tpot_ms", relative.tpot, ref["tpot_p50_ms"])):
+        if multiple is None:
+            continue
+        if not base:
+            raise ValueError(f"the first probe has no {NAMES[key]} to scale ({len(ok)} successful requests): "
+                             f"profile.search.relative needs one")
+        limits[key] = round(multiple * base, 3)
+    return SloTier(**limits, attainment=tier.attainment), ref
+
+
 def headline(tiers_: list[SloTierResult]) -> SloTierResult | None:
     """The tier a point is summed up by: the gated one, else the first defined."""
     return next((t for t in tiers_ if t.gated), tiers_[0] if tiers_ else None)

@@ -121,6 +121,21 @@ class SloTier(_Strict):
                 if v is not None}
 
 
+class RelativeLimits(_Strict):
+    """A search tier's limits as multiples of what the same deployment measures first: the median TTFT and TPOT of
+    the search's first probe (its lowest concurrency). A machine twice as slow gets limits twice as loose, so the
+    search answers on any machine; the answer records the limits it used and the probe they came from."""
+
+    ttft: float | None = Field(None, ge=1, le=1000, description="TTFT limit = this x the first probe's median TTFT")
+    tpot: float | None = Field(None, ge=1, le=1000, description="TPOT limit = this x the first probe's median TPOT")
+
+    @model_validator(mode="after")
+    def _some_multiple(self) -> "RelativeLimits":
+        if self.ttft is None and self.tpot is None:
+            raise ValueError("relative limits need ttft, tpot or both")
+        return self
+
+
 class SearchSpec(_Strict):
     """Find the highest concurrency that meets an SLO tier, inside the profile's one allocation (servebench.results
     .search): probes from the lowest of profile.concurrency, doubling, then bisecting between the last met and the
@@ -130,6 +145,12 @@ class SearchSpec(_Strict):
     tolerance: float = Field(0.25, gt=0, le=1, description="stop bisecting when the first failing concurrency is "
                              "within this share above the last passing one (or 1 above it)")
     max_probes: StrictInt = Field(12, ge=2, le=64, description="at most this many probes")
+    relative: RelativeLimits | None = Field(None, description="the tier's limits as multiples of the first probe's "
+                                            "median TTFT and TPOT (its attainment target kept; its own limits "
+                                            "unused by the search)")
+    at_least: StrictInt | None = Field(None, ge=1, description="fail the case unless the answer is at least this "
+                                       "concurrency; without it, no concurrency in the range meeting the tier is an "
+                                       "answer, not a failure")
 
 
 class TraceShape(_Strict):
