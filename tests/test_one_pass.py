@@ -191,3 +191,16 @@ def test_a_broken_cluster_file_does_not_hide_its_profiles_rules(recipes):
     assert "slurm.partiton: unknown key in cluster description" in text
     assert "duplicate concurrencies [16]" in text and "tep.yaml" in text
     assert "unknown cluster" not in text
+
+
+@pytest.mark.catalog("kimi-k3")
+def test_a_placeholder_in_the_model_path_or_a_mount_is_refused_naming_the_file_and_key(recipes):
+    """#52 item 7: `${MODELS}` in model.path passed validation and reached the rendered command verbatim."""
+    from tests.conftest import edit
+    edit(recipes / "kimi-k3/gb200/base.yaml", "  path: kimi-k3", "  path: ${MODELS}/Kimi-K3")
+    with pytest.raises(ConfigError) as err:
+        Catalog.load(recipes)
+    text = str(err.value)
+    assert f"{recipes / 'kimi-k3/gb200/base.yaml'}:" in text and \
+        "model.path: literal placeholder ${MODELS} in '${MODELS}/Kimi-K3'" in text, text
+    assert "(fix: write the value itself" in text

@@ -160,11 +160,18 @@ def _env_blocks(p: Profile):
 
 
 def literal_placeholders(p: Profile) -> Iterator[Problem]:
-    """Catches `${VAR}`, `$VAR`, `{job_id}` left in env values or flags, unless declared in `profile.templates` (and
-    then only servebench's own `{job_id}`, `{node}`, `{node_rank}`, `{head_node}`, `{result_dir}`)."""
+    """Catches `${VAR}`, `$VAR`, `{job_id}` left in env values, flags, the model's path, image or stage folder, or a
+    container mount, unless declared in `profile.templates` (and then only servebench's own `{job_id}`, `{node}`, `{node_rank}`, `{head_node}`, `{result_dir}`)."""
     templates = set(p.spec.templates)
     items = list(_env_blocks(p))
     items += [([*FLAGS, k], v) for k, v in p.flags.raw.items() if isinstance(v, str)]
+    # the model's path and image and the container mounts reach the launch as written too (`${MODELS}/Kimi-K3`
+    # passed validation and reached the rendered command)
+    m = p.recipe.model
+    items += [(["model", key], value) for key, value in (("path", m.path), ("container", m.container),
+                                                        ("stage_dir", m.stage_dir)) if value]
+    items += [(["container_mounts", source], f"{source} {target}")
+              for source, target in p.recipe.container_mounts.items()]
     for path, value in items:
         found = placeholders(value)
         if not found:
