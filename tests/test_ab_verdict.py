@@ -47,22 +47,45 @@ def pair_report(catalog, tmp_path_factory):
     return out, write(out.root)
 
 
-def test_each_shared_concurrency_gets_its_change_with_an_interval_and_a_verdict(pair_report):
+def test_a_window_too_short_for_three_time_blocks_gets_no_interval_and_says_so(pair_report):
+    """#53 item 4: the bootstrap resamples blocks of consecutive time (at least 10 s), not single requests; these
+    recorded c8 points measured 13-15 s, too short for three blocks, so each change says "too short", without an
+    interval, and the offload pays from nowhere (before, single requests gave it an interval 3x too narrow)."""
     out, rep = pair_report
     (pair,) = offload.pairs(rep.points)
     found = dict(rep.ab)[pair]                         # ab.gains as the report computed it for its table and plot
     tps = found[8]["output_tps_per_gpu"]
-    assert tps.low < tps.rel < tps.high and tps.basis == "within-run bootstrap", tps
+    assert (tps.low, tps.high, tps.verdict, tps.basis) == (None, None, "too short", "within-run bootstrap"), tps
     # #33 item 4: the same changes in junit's session-wide properties (the plugin adds them after the report)
     props = ab.properties(rep.ab)
     key = "ab_llama-770m-h200-vllm_offload_vs_llama-770m-h200-vllm"
-    assert props[f"{key}_c8_output_tps_per_gpu"] == tps.text() and f"{key}_c8_ttft_p50_ms" in props
-    assert props[f"{key}_pays_from"] == ("c8" if tps.verdict == "better" else "nowhere")
-    assert tps.verdict in {"better", "worse", "within noise"} and tps.verdict == (
-        "better" if tps.low > 0 else "worse" if tps.high < 0 else "within noise")
-    assert set(found[8]) == set(ab.GAINS) and all(c.low is not None for c in found[8].values())
+    assert props[f"{key}_c8_output_tps_per_gpu"] == tps.text() and tps.text().endswith("%  too short")
+    assert f"{key}_c8_ttft_p50_ms" in props
+    assert props[f"{key}_pays_from"] == "nowhere"
+    assert set(found[8]) == set(ab.GAINS) and all(c.verdict == "too short" for c in found[8].values())
     page = out.report.joinpath("report.md").read_text()
     row = next(ln for ln in page.splitlines() if ln.startswith("| 8 |"))
+    assert "too short" in row, row
+
+
+@pytest.fixture(scope="module")
+def long_pair(tmp_path_factory):
+    """The recorded 7B pair on the H200 (c4 80 s, c32 120 s) and its report, written into a copy."""
+    root = tmp_path_factory.mktemp("h200-7b") / "h200-7b"
+    shutil.copytree(REPO / "tests/data/h200-7b", root)
+    return ResultsFolder.at(root), write(root)
+
+
+def test_each_shared_concurrency_gets_its_change_with_an_interval_and_a_verdict(long_pair):
+    out, rep = long_pair
+    (pair,) = offload.pairs(rep.points)
+    found = dict(rep.ab)[pair]
+    tps = found[32]["output_tps_per_gpu"]
+    assert tps.low < tps.rel < tps.high and tps.basis == "within-run bootstrap", tps
+    assert tps.verdict == ("better" if tps.low > 0 else "worse" if tps.high < 0 else "within noise") == "better"
+    assert set(found[32]) == set(ab.GAINS) and all(c.low is not None for c in found[32].values())
+    page = out.report.joinpath("report.md").read_text()
+    row = next(ln for ln in page.splitlines() if ln.startswith("| 32 |"))
     assert tps.text() in row, (tps.text(), row)
     assert "intervals: within-run bootstrap" in page
 
@@ -205,19 +228,21 @@ def test_each_frontend_counts_its_ready_workers_its_own_way():
     assert DynamoFrontend().ready_workers(plan, answers) == 2        # what the frontend's router lists
 
 
-def test_the_ab_plot_draws_each_changes_interval_on_the_offload_arm(pair_report):
+def test_the_ab_plot_draws_each_changes_interval_on_the_offload_arm(long_pair):
     """#33 item 4: the interval of the change B / A - 1 on the offload arm's bar and line: base x (1 + low) to
     base x (1 + high)."""
     from servebench.report import plots
-    out, rep = pair_report
+    out, rep = long_pair
     (pair,) = offload.pairs(rep.points)
     rows, found = offload.rows(rep.points, pair), dict(rep.ab)[pair]
-    ((i, y, below, above),) = plots.interval_bars(rows, found, "output_tps_per_gpu", "tps_gpu")
-    ch, row = found[8]["output_tps_per_gpu"], rows[0]
-    assert i == 0 and y == row["offload_tps_gpu"]
+    bars = plots.interval_bars(rows, found, "output_tps_per_gpu", "tps_gpu")
+    i = next(k for k, row in enumerate(rows) if row["concurrency"] == 32)
+    ((_, y, below, above),) = [b for b in bars if b[0] == i]
+    ch, row = found[32]["output_tps_per_gpu"], rows[i]
+    assert y == row["offload_tps_gpu"]
     assert y - below == pytest.approx(row["base_tps_gpu"] * (1 + ch.low)) and below > 0
     assert y + above == pytest.approx(row["base_tps_gpu"] * (1 + ch.high)) and above > 0
-    assert len(plots.interval_bars(rows, found, "ttft_p50_ms", "ttft_p50")) == 1
+    assert len(plots.interval_bars(rows, found, "ttft_p50_ms", "ttft_p50")) == len(rows)
     assert plots.interval_bars(rows, {}, "output_tps_per_gpu", "tps_gpu") == []      # no interval: no bar
     assert out.report.joinpath(f"offload-ab-{pair.offload}-vs-{pair.base}.png").stat().st_size > 10_000
 

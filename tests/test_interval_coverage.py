@@ -122,3 +122,28 @@ def test_the_coverage_benchmark_prints_each_interval_and_exits_by_its_gate(capsy
     out = capsys.readouterr().out
     assert "attainment   120 s:" in out and "(not claimed)" in out and "A/B ratio: not measured" in out, out
     assert (tmp_path / "coverage.json").is_file()
+
+
+def _run(rng, n: int = 600, rate: float = 5.0, tau_s: float = 4.0) -> dict:
+    """A point of ``n`` requests whose TTFT follows slow stretches (an AR(1) level, time constant ``tau_s``)."""
+    sent, ttft = _latencies(rng, n, tau_s, rate)
+    requests = [Request("profiling", True, start_s=1000 + t, end_s=1001 + t, ttft_ms=100 * v, latency_ms=100 * v + 500,
+                        output_tokens=50) for t, v in zip(sent, ttft)]
+    return {"requests": requests, "duration_s": n / rate, "gpus": 1,
+            "ttft_p50_ms": float(np.median([q.ttft_ms for q in requests]))}
+
+
+def test_the_ab_bootstrap_resamples_time_blocks_and_so_seldom_calls_one_process_changed(monkeypatch):
+    """#53 item 4: pairs of 120 s points of one process whose TTFT moves in slow stretches. Resampling single
+    requests calls most pairs better or worse; blocks of consecutive time (a tenth of the window) seldom do."""
+    from servebench.history import compare
+    rng = np.random.default_rng(5)
+    pairs = [(_run(rng), _run(rng)) for _ in range(16)]
+
+    def flagged() -> int:
+        return sum(compare.compare_point(a, b, metrics=("ttft_p50_ms",))[0].verdict in ("better", "worse")
+                   for a, b in pairs)
+    blocks = flagged()
+    monkeypatch.setattr(compare, "block_s", lambda duration_s: 1e-9)          # every request a block of its own
+    single = flagged()
+    assert blocks <= 3 and single >= 8, (blocks, single)

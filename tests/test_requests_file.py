@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 from servebench.core.results_folder import ResultsFolder
 from servebench.history import rows
 from servebench.history import store as history
-from servebench.history.compare import compare_point, items
+from servebench.history.compare import blocks, compare_point
 from servebench.load.aiperf import records as aiperf_records
 from servebench.load.records import Request
 from servebench.plugin.gates import evidence
@@ -172,8 +172,8 @@ def test_each_rate_metric_bootstraps_its_own_quantity():
     total, out = by["total_tps_per_gpu"], by["output_tps_per_gpu"]
     assert total.verdict == "better" and total.low <= 8200 / 4200 - 1 <= total.high and total.high < 1.0
     assert out.verdict == "within noise" and out.low <= 0 <= out.high
-    slices = items(registry.METRICS["total_tps_per_gpu"], b["requests"])
-    assert slices[0] == pytest.approx(10 * 4100)                       # 10 requests a 5 s slice, prompt + output
+    parts = blocks(registry.METRICS["total_tps_per_gpu"], b["requests"], b["duration_s"])
+    assert len(parts[0]) == 4 and parts[0][0] == pytest.approx(10 * 4100)   # 20 s blocks of 5 s slices of 10 requests
 
 
 def test_a_rate_metric_without_its_slice_quantity_is_refused():

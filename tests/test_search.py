@@ -43,6 +43,9 @@ def test_the_answer_brackets_the_true_boundary_within_the_tolerance(truth):
 
 def test_the_ends_of_the_range_and_the_probe_budget_are_said():
     assert run(0)[1]["answer"] is None and run(0)[1]["why"] == "the lowest concurrency of the range does not meet the tier"
+    # too few requests to show it met: said so, with the fix (a busy machine's 10 s probe at c1: 24 requests)
+    assert run(0, unresolved=(1,))[1]["why"].startswith("the lowest concurrency of the range is not shown to meet "
+                                                         "the tier (its interval spans the target")
     probes, a = run(100)
     assert probes == [1, 2, 4, 8, 16, 32, 64] and a["bracket"] == [64, None]
     assert a["why"] == "every probe met the tier, up to the range's top"

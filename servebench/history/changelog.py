@@ -156,7 +156,7 @@ def effects(entries: list, verdicts: dict[str, str], profiles: dict[str, str]) -
     out = []
     for i, cases in sorted(groups.items()):
         entry = entries[i]
-        counts = {v: n for v in ("better", "worse", "within noise", "no records")
+        counts = {v: n for v in ("better", "worse", "within noise", "too short", "no records")
                   if (n := sum(verdicts[c] == v for c in cases))}
         out.append({"entry": i + 1, "pr": entry.get("pr-link") or "no pr-link",
                     "description": " ".join(str(d) for d in entry.get("description") or []) if isinstance(

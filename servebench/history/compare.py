@@ -7,12 +7,18 @@ Two sources of confidence, the better one first:
   and recipe fingerprint measured in several runs that are not on trial), their pooled spread gives the interval
   of the change between the runs of A and of B. It covers everything that varies between runs of an unchanged
   recipe.
-- **Within-run bootstrap**, when there are no repeats (and always for a share such as the error rate): each side's
-  records are resampled with replacement (2,000 draws, fixed seed) and the statistic recomputed. A rate is
-  resampled by time (the window cut into 5 s slices, each holding the metric's own quantity of the requests that
-  ended in it: output tokens for output tok/s, prompt and output tokens for total tok/s); a per-request statistic
-  by request. It assumes the requests of one run are exchangeable draws from that run's conditions: it covers which
-  requests landed in the window, not the machine's run-to-run noise, so it can call noise a change.
+- **Within-run block bootstrap**, when there are no repeats (and always for a share such as the error rate): each
+  side's window is cut into blocks of consecutive time, a tenth of the window and BLOCK_MIN_S (10 s) at least (as
+  the attainment interval's batch means in time: servebench.core.stats.batch_size_in_time), and
+  the blocks are resampled with replacement (2,000 draws, fixed seed), the statistic recomputed on the requests (or
+  5 s slices) of the blocks drawn: the non-overlapping block bootstrap (Carlstein 1986; Künsch 1989, "The jackknife
+  and the bootstrap for general stationary observations", Annals of Statistics 17), so that requests correlated in
+  time (a slow stretch, a queue that builds) move together. A rate is resampled as 5 s slices, each holding the
+  metric's own quantity of the requests that ended in it (output tokens for output tok/s, prompt and output tokens
+  for total tok/s); a per-request statistic as the requests sent in the block. Resampling single requests or slices
+  gave intervals 3x too narrow against 10-30 s blocks. A side with fewer than MIN_BLOCKS (3) blocks gets no
+  interval ("too short"). It covers the window's own variation, not the machine's run-to-run noise, so it can still
+  call that noise a change; and a window of a few blocks gives a coarse interval.
 
 A point is *better* or *worse* when the interval of its change excludes no change, else *within noise*; with too
 few repeats for run-to-run noise and no records to bootstrap, it says so instead.
@@ -32,7 +38,8 @@ from servebench.results import metrics as registry
 
 DRAWS = 2000
 BOOTSTRAP_SLICE_S = 5.0
-CHUNK = 250     # draws resampled at once: bounds the memory of a point with many requests
+BLOCK_MIN_S = 10.0      # a block of the bootstrap lasts this at least, or a tenth of the window if longer
+MIN_BLOCKS = 3          # fewer blocks on a side: no interval ("too short")
 BOOTSTRAP = "within-run bootstrap"
 
 
@@ -44,7 +51,7 @@ class Change:
     rel: float | None          # b / a - 1 (a difference metric: b - a)
     low: float | None          # interval of rel (None without one)
     high: float | None
-    verdict: str               # better | worse | within noise | no records | too few repeats
+    verdict: str               # better | worse | within noise | no records | too few repeats | too short
     basis: str = BOOTSTRAP     # or servebench.history.noise.Noise.describe()
 
     @property
@@ -71,18 +78,55 @@ def _slices(metric: registry.Metric, requests: Sequence[Request]) -> np.ndarray:
     return counts
 
 
-def items(metric: registry.Metric, requests: Sequence[Request]) -> np.ndarray:
-    """What the bootstrap resamples for ``metric``: slices of its own rate, or each request's value (a request
-    a statistic does not count, such as a failed request's TTFT, is left out)."""
+def block_s(duration_s: float) -> float:
+    """How long a bootstrap block lasts in a window of ``duration_s``."""
+    return max(BLOCK_MIN_S, duration_s / 10)
+
+
+def blocks(metric: registry.Metric, requests: Sequence[Request], duration_s: float) -> list[np.ndarray]:
+    """What the bootstrap resamples for ``metric``, in blocks of consecutive time (block_s): runs of 5 s slices of
+    its own rate, or the values of the requests sent in each block (a request a statistic does not count, such as a
+    failed request's TTFT, is left out). Blocks left empty are dropped."""
+    length = block_s(duration_s)
     if metric.bootstrap == "time":
-        return _slices(metric, requests)
-    values = [metric.request(q) for q in requests]
-    return np.array([v for v in values if v is not None], dtype=float)
+        x = _slices(metric, requests)
+        per = max(1, int(round(length / BOOTSTRAP_SLICE_S)))
+        return [x[i:i + per] for i in range(0, len(x), per)]
+    got = [(q.start_s, v) for q in requests if (v := metric.request(q)) is not None and np.isfinite(v)]
+    if not got:
+        return []
+    if any(t is None for t, _ in got):       # no send times: each request its own block, as if independent
+        return [np.array([v], dtype=float) for _, v in got]
+    t0 = min(t for t, _ in got)
+    by: dict[int, list[float]] = {}
+    for t, v in got:
+        by.setdefault(int((t - t0) // length), []).append(v)
+    return [np.array(by[k], dtype=float) for k in sorted(by)]
 
 
-def _reduce(metric: registry.Metric, x: np.ndarray, gpus: int) -> np.ndarray:
-    """The metric's statistic of each row of ``x``, a resample of its own that it may reorder (``overwrite_input``:
-    the median and the 99th percentile partition it in place, not a copy of it: the same values, one copy fewer)."""
+def _reduce(metric: registry.Metric, x: np.ndarray, gpus: int) -> float:
+    """The metric's statistic of a resample ``x``."""
+    if metric.bootstrap == "time":
+        return float(np.mean(x)) / BOOTSTRAP_SLICE_S / (gpus if metric.per_gpu else 1)
+    if metric.reduce == "median":
+        return float(np.median(x))
+    if metric.reduce == "p99":
+        return float(np.percentile(x, 99))
+    return float(np.mean(x))
+
+
+def _boot(metric: registry.Metric, parts: list[np.ndarray], gpus: int, rng: np.random.Generator) -> np.ndarray:
+    """DRAWS resamples of the statistic: each as many blocks as there are, drawn with replacement. Blocks of one
+    value each (requests without send times) are drawn as one array, the statistic taken along its rows."""
+    idx = rng.integers(0, len(parts), size=(DRAWS, len(parts)))
+    if all(len(p) == 1 for p in parts):
+        x = np.concatenate(parts)
+        return np.concatenate([_reduce_rows(metric, x[idx[i:i + 250]], gpus) for i in range(0, DRAWS, 250)])
+    return np.array([_reduce(metric, np.concatenate([parts[j] for j in row]), gpus) for row in idx])
+
+
+def _reduce_rows(metric: registry.Metric, x: np.ndarray, gpus: int) -> np.ndarray:
+    """``_reduce`` of each row of ``x`` (its own copy: the median and percentile partition it in place)."""
     if metric.bootstrap == "time":
         return np.mean(x, axis=-1) / BOOTSTRAP_SLICE_S / (gpus if metric.per_gpu else 1)
     if metric.reduce == "median":
@@ -90,11 +134,6 @@ def _reduce(metric: registry.Metric, x: np.ndarray, gpus: int) -> np.ndarray:
     if metric.reduce == "p99":
         return np.percentile(x, 99, axis=-1, overwrite_input=True)
     return np.mean(x, axis=-1)
-
-
-def _boot(metric: registry.Metric, x: np.ndarray, gpus: int, rng: np.random.Generator) -> np.ndarray:
-    idx = rng.integers(0, len(x), size=(DRAWS, len(x)))
-    return np.concatenate([_reduce(metric, x[idx[i:i + CHUNK]], gpus) for i in range(0, DRAWS, CHUNK)])
 
 
 def verdict(low: float, high: float, better: str) -> str:
@@ -132,9 +171,9 @@ def compare_groups(a: Sequence[dict], b: Sequence[dict], seed: int = 0, metrics:
                               known.describe()))
             continue
         got = _bootstrap(metric, a, b, rng)
-        if got is None:
-            out.append(Change(metric.name, ma, mb, rel, None, None,
-                              "too few repeats" if metric.name in few else "no records"))
+        if got is None or isinstance(got, str):
+            out.append(Change(metric.name, ma, mb, rel, None, None, got or (
+                "too few repeats" if metric.name in few else "no records")))
         else:
             low, high = got
             out.append(Change(metric.name, ma, mb, rel, low, high, verdict(low, high, metric.better)))
@@ -145,13 +184,17 @@ def _mean(values: list) -> float | None:
     return None if not values or any(v is None for v in values) else float(np.mean(values))
 
 
-def _bootstrap(metric: registry.Metric, a: Sequence[dict], b: Sequence[dict], rng) -> tuple[float, float] | None:
+def _bootstrap(metric: registry.Metric, a: Sequence[dict], b: Sequence[dict], rng) -> tuple[float, float] | str | None:
+    """The interval of the change by the block bootstrap; None without records, "too short" where a side's windows
+    hold fewer than MIN_BLOCKS blocks (a percentile interval over two blocks says nothing)."""
     if metric.bootstrap is None or not all(len(p["requests"]) > 1 and p.get("duration_s") for p in (*a, *b)):
         return None
-    sa, sb = (np.concatenate([items(metric, p["requests"]) for p in group]) for group in (a, b))
-    sa, sb = sa[np.isfinite(sa)], sb[np.isfinite(sb)]
-    if len(sa) < 2 or len(sb) < 2:
+    sa, sb = ([part for p in group for part in blocks(metric, p["requests"], p["duration_s"]) if len(part)]
+              for group in (a, b))
+    if not sa or not sb:
         return None
+    if len(sa) < MIN_BLOCKS or len(sb) < MIN_BLOCKS:
+        return "too short"
     ba, bb = _boot(metric, sa, a[0]["gpus"] or 1, rng), _boot(metric, sb, b[0]["gpus"] or 1, rng)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = bb - ba if metric.change == "difference" else \

@@ -97,7 +97,9 @@ class Search:
         top = max((p.concurrency for p in self.probes), default=None)
         pending = self.next()
         why = (f"unfinished: {len(self.probes)} probe(s) stored, c{pending} next" if pending is not None else
-               "the lowest concurrency of the range does not meet the tier" if last_pass is None else
+               ("the lowest concurrency of the range does not meet the tier"
+                if getattr(by_c.get(self.lo), "verdict", None) == "missed" else "the lowest concurrency of the range is not shown to meet the tier (its interval spans the "
+                "target: a longer probe, profile.load.duration_s, narrows it)") if last_pass is None else
                "every probe met the tier, up to the range's top" if first_fail is None and top >= self.hi else
                f"stopped at {self.max_probes} probes, still meeting the tier at c{top}" if first_fail is None else
                f"bracketed within the tolerance ({self.tolerance:.0%})" if self.resolved() else
