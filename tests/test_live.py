@@ -517,6 +517,7 @@ def test_a_search_probes_in_one_deployment_and_stores_each_probe_and_its_answer(
     prof = profile(catalog, "vllm_search")
     prof = dataclasses.replace(prof, spec=prof.spec.model_copy(update={
         "concurrency": [1, 2], "load": prof.spec.load.model_copy(update={"duration_s": 5}),
+        "search": prof.spec.search.model_copy(update={"relative": None}),     # this tier's own fixed limits
         "slo": {"search": prof.spec.slo["search"].model_copy(update={"ttft_ms": 30_000.0, "tpot_ms": 1000.0,
                                                                   "attainment": 0.5})}}))   # 5 s probes: few requests
     folder = ResultsFolder.at(tmp_path)

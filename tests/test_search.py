@@ -208,8 +208,20 @@ def test_a_relative_tier_takes_its_limits_from_the_first_probe_and_judges_every_
     # 98.1% good of 161 requests, but 69 effective: [90.0%, 99.7%] against 90%, unresolved, so c4 is not shown to
     # meet it and the answer is "none in the range"; a longer first probe would narrow it
     assert search.probes[0].verdict == "unresolved" and search.answer()["answer"] is None, search.answer()
-    with pytest.raises(ValueError, match="the first probe has no TTFT to scale"):
+    with pytest.raises(ValueError, match="the first probe has no TTFT or TPOT to scale"):
         slo.relative_tier(prof.spec.slo["interactive"], spec.search.relative, [q for q in requests if not q.ok])
+    # a busy CPU server streamed each answer in one chunk (TTFT = E2E, TPOT 0: CI, 2026-12-06): the TPOT limit is
+    # dropped and said, the TTFT one kept
+    import dataclasses as dc
+    one_chunk = [dc.replace(q, latency_ms=q.ttft_ms) for q in ok]
+    tier, ref = slo.relative_tier(prof.spec.slo["interactive"], spec.search.relative, one_chunk)
+    assert tier.limits == {"ttft_ms": pytest.approx(5 * np.median([q.ttft_ms for q in ok]), abs=1e-3)}
+    assert ref["dropped"] == [f"TPOT: none of the first probe's {len(ok)} successful requests has one above 0"]
+    text = searches_section([{"profile": prof.id, "tier": "interactive", "limits": tier.limits, "target": 0.9,
+                              "relative": {**ref, "case_id": first.identity.case_id,
+                                           "multiples": {"ttft": 5.0, "tpot": 5.0}},
+                              "bracket": [None, 4], "why": "test", "probes": []}], {})
+    assert f"TTFT 5x and TPOT 5x the medians of {first.identity.case_id}" in text and "; dropped: TPOT: none" in text
 
 
 @pytest.mark.catalog("local")

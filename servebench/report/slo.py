@@ -61,7 +61,7 @@ def searches_section(answers: list[dict], plot_names: dict[str, str], held: dict
         limits = "limits not set yet" if not a.get("limits") else limits_text(a["limits"]) + (
             f": {' and '.join(f'{k.upper()} {v:g}x' for k, v in rel['multiples'].items())} the medians of "
             f"{rel['case_id']} (TTFT {number(rel['ttft_p50_ms'], 'ms')} ms, TPOT {number(rel['tpot_p50_ms'], 'ms')} "
-            "ms), measured first" if rel else "")
+            "ms), measured first" + "".join(f"; dropped: {d}" for d in rel.get("dropped") or []) if rel else "")
         lines += [" ".join([f"**{a['profile']}**: the highest concurrency meeting tier {a['tier']} "
                             f"({limits}, {number(a['target'], 'share')} of requests) is "
                             f"**{found}**; bracket [{last}, {first}]; {a['why']}.",

@@ -123,23 +123,29 @@ def tiers(slo: dict[str, SloTier], gated: str | None, requests: list[Request], w
 
 def relative_tier(tier: SloTier, relative, requests: list[Request]) -> tuple[SloTier, dict]:
     """A search tier whose limits are multiples (profile.search.relative) of the first probe's median TTFT and TPOT
-    over its successful profiled ``requests``, its attainment target kept; with the reference it rests on.
-    ValueError when the probe has no TTFT or TPOT to scale."""
+    over its successful profiled ``requests``, its attainment target kept; with the reference it rests on. A TPOT of
+    0 (every token of the answer in one streamed chunk, as a busy CPU server sends them) says nothing of the pace and
+    is left out; where no request has one the TPOT limit is dropped, and the reference says so (``dropped``).
+    ValueError when no limit is left to scale."""
     import numpy as np
     ok = [q for q in requests if q.ok]
-    ttfts = [q.ttft_ms for q in ok if q.ttft_ms is not None]
-    tpots = [v for v in map(tpot_ms, ok) if v is not None]
+    ttfts = [q.ttft_ms for q in ok if q.ttft_ms]
+    tpots = [v for v in map(tpot_ms, ok) if v]
     ref = {"ttft_p50_ms": float(np.median(ttfts)) if ttfts else None,
-           "tpot_p50_ms": float(np.median(tpots)) if tpots else None, "requests": len(ok)}
+           "tpot_p50_ms": float(np.median(tpots)) if tpots else None, "requests": len(ok), "dropped": []}
     limits = {}
     for key, multiple, base in (("ttft_ms", relative.ttft, ref["ttft_p50_ms"]),
                                 ("tpot_ms", relative.tpot, ref["tpot_p50_ms"])):
         if multiple is None:
             continue
         if not base:
-            raise ValueError(f"the first probe has no {NAMES[key]} to scale ({len(ok)} successful requests): "
-                             f"profile.search.relative needs one")
+            ref["dropped"].append(f"{NAMES[key]}: none of the first probe's {len(ok)} successful requests has one "
+                                  "above 0")
+            continue
         limits[key] = round(multiple * base, 3)
+    if not limits:
+        raise ValueError(f"the first probe has no {' or '.join(NAMES[k] for k in ('ttft_ms', 'tpot_ms'))} to scale "
+                         f"({len(ok)} successful requests): profile.search.relative needs one")
     return SloTier(**limits, attainment=tier.attainment), ref
 
 
