@@ -191,38 +191,36 @@ def test_a_long_wait_says_what_it_waits_for_on_the_status_line(suite):
     """#54: the main job was silent for 85-159 s while a server started (its readiness wait said nothing). Every
     wait goes through servebench.core.poll, and the session's status line says what it waits for and how long,
     at least every 20 s."""
+    waited(suite, "    poll(lambda: Done(1) if t[0] >= 45 else 'loading the engine', timeout=60, interval=5, "
+                  "what='the servers', sleep=sleep, clock=lambda: t[0])\n",
+           "*waiting for the servers: 10 s so far (loading the engine)*")
+
+
+def waited(suite, body: str, said: str) -> None:
+    """A test whose ``body`` waits through servebench.core.poll on a clock of its own (``t``, ``sleep``), run in a
+    session of its own: it passes, and the session's output holds ``said``."""
     (suite.path / "tests").mkdir(exist_ok=True)
     (suite.path / "tests/test_wait.py").write_text(
+        "import contextlib, io, sys\n"
         "from servebench.core.poll import Done, poll\n\n"
         "def test_wait():\n"
         "    t = [0.0]\n"
         "    def sleep(s):\n"
-        "        t[0] += s\n"
-        "    poll(lambda: Done(1) if t[0] >= 45 else 'loading the engine', timeout=60, interval=5, what='the servers',"
-        " sleep=sleep, clock=lambda: t[0])\n")
+        "        t[0] += s\n" + body)
     res = suite.runpytest("--import-mode=importlib", "tests/test_wait.py", "-p", "no:cacheprovider")
     res.assert_outcomes(passed=1)
-    res.stdout.fnmatch_lines(["*waiting for the servers: 10 s so far (loading the engine)*"])
+    res.stdout.fnmatch_lines([said])
 
 
 def test_a_status_line_leaves_a_redirected_output_where_it_was(suite):
     """The rehearsal's test runs the CLI in-process under contextlib.redirect_stdout; the status line, written
     past pytest's capture, put pytest's capture back as sys.stdout, and what the CLI printed after its first wait
     went there instead of to its caller (CI, 2026-12-06)."""
-    (suite.path / "tests").mkdir(exist_ok=True)
-    (suite.path / "tests/test_wait.py").write_text(
-        "import contextlib, io, sys\n"
-        "from servebench.core.poll import Done, poll\n\n"
-        "def test_wait():\n"
-        "    t, out, err = [0.0], io.StringIO(), io.StringIO()\n"
-        "    def sleep(s):\n"
-        "        t[0] += s\n"
-        "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
-        "        poll(lambda: Done(1) if t[0] >= 25 else 'loading', timeout=60, interval=5, what='the servers',"
-        " sleep=sleep, clock=lambda: t[0])\n"
-        "        print('after the wait')\n"
-        "        print('to stderr', file=sys.stderr)\n"
-        "    assert (out.getvalue(), err.getvalue()) == ('after the wait\\n', 'to stderr\\n')\n")
-    res = suite.runpytest("--import-mode=importlib", "tests/test_wait.py", "-p", "no:cacheprovider")
-    res.assert_outcomes(passed=1)
-    res.stdout.fnmatch_lines(["*waiting for the servers: 10 s so far (loading)*"])
+    waited(suite, "    out, err = io.StringIO(), io.StringIO()\n"
+                  "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+                  "        poll(lambda: Done(1) if t[0] >= 25 else 'loading', timeout=60, interval=5,"
+                  " what='the servers', sleep=sleep, clock=lambda: t[0])\n"
+                  "        print('after the wait')\n"
+                  "        print('to stderr', file=sys.stderr)\n"
+                  "    assert (out.getvalue(), err.getvalue()) == ('after the wait\\n', 'to stderr\\n')\n",
+           "*waiting for the servers: 10 s so far (loading)*")
