@@ -105,14 +105,8 @@ def blocks(metric: registry.Metric, requests: Sequence[Request], duration_s: flo
 
 
 def _reduce(metric: registry.Metric, x: np.ndarray, gpus: int) -> float:
-    """The metric's statistic of a resample ``x``."""
-    if metric.bootstrap == "time":
-        return float(np.mean(x)) / BOOTSTRAP_SLICE_S / (gpus if metric.per_gpu else 1)
-    if metric.reduce == "median":
-        return float(np.median(x))
-    if metric.reduce == "p99":
-        return float(np.percentile(x, 99))
-    return float(np.mean(x))
+    """The metric's statistic of a resample ``x`` (``_reduce_rows`` of one row)."""
+    return float(_reduce_rows(metric, x[None, :], gpus)[0])
 
 
 def _boot(metric: registry.Metric, parts: list[np.ndarray], gpus: int, rng: np.random.Generator) -> np.ndarray:
