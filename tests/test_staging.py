@@ -1,6 +1,8 @@
 """What gb200-nv's containers mount or run from shared storage is staged by `servebench stage` or looked for on each
 node before etcd/NATS, with the fix named (#31 defects 2 and 5): offline, from the shipped catalog."""
 
+import dataclasses
+
 import pytest
 
 from tests.conftest import by_id, edit
@@ -11,16 +13,16 @@ def test_etcd_and_nats_binaries_on_shared_storage_are_looked_for_on_each_node(ca
     shared storage, mounted into the container, and the mount look before etcd/NATS names a missing one on a node
     with its fix (it said only that etcd did not answer)."""
     from servebench.core.results_folder import ResultsFolder
-    from servebench.server import preflight
+    from servebench.server import login_checks
     from servebench.server.assembly import Assembly
     prof = by_id(catalog, "kimi-k3-gb200-dep_offload")
     assembly = Assembly(prof, ResultsFolder.at(tmp_path / "results"), "RUN", dry=True)
     _, alloc, _ = assembly.render()
-    files = preflight.infra_files(assembly.placement(alloc), alloc)
+    files = login_checks.infra_files(prof, alloc.request.container_mounts)
     shared = "/mnt/lustre01/users-public/sa-shared/servebench/bin"
     assert files == (f"{shared}/etcd", f"{shared}/nats-server")
     assert all(not p.startswith("/servebench-bin") for p in files)
-    found = preflight.mount_findings(prof, {"node0": [f"{shared}/etcd"]}, files)
+    found = login_checks.mount_findings(prof, {"node0": [f"{shared}/etcd"]}, files)
     assert [(f.kind, f.node) for f in found] == [("infra", "node0")], found
     assert "etcd does not exist on this node" in found[0].message and "release binary" in found[0].fix
 
@@ -31,12 +33,12 @@ def test_the_draft_model_every_gb200_container_mounts_is_what_stage_downloads(ca
     preflight's fix for that missing folder is that command."""
     from servebench.cli.components import drafts
     from servebench.cluster.request import container_mounts
-    from servebench.server import preflight
+    from servebench.server import login_checks
     prof = by_id(catalog, "kimi-k3-gb200-dep_offload")
     (dest,) = drafts([prof]).values()
     assert drafts([prof]) == {"Inferact/Kimi-K3-DSpark": dest} and dest in container_mounts(prof, True)
     assert drafts([by_id(catalog, "tiny-llama-cpu-vllm")]) == {}
-    (found,) = preflight.mount_findings(prof, {"node0": [dest]})
+    (found,) = login_checks.mount_findings(prof, {"node0": [dest]})
     assert found.fix.startswith("servebench stage kimi-k3-gb200-dep_offload (it downloads the draft model there")
 
 
@@ -88,3 +90,54 @@ def test_an_hf_model_runs_its_setup_script_and_stages_its_tokenizer_by_repo_id(r
     prof = by_id(Catalog.load(recipes), "kimi-k3-gb200-dep")
     argv, _ = generator_for("aiperf", str(tmp_path / "venv/bin/aiperf")).stage([prof], tmp_path / "cache", {}, {})
     assert json.loads(argv[2])["hub_tokenizers"] == ["moonshotai/Kimi-K3"]
+
+
+def test_etcd_and_nats_keep_their_data_in_the_containers_own_tmp_not_on_shared_storage(catalog, tmp_path):
+    """#52 item 7: gb200-nv's etcd and NATS wrote their data into the results folder, on Lustre (srtctl keeps it on
+    the node's /tmp). In a container they now write to its own /tmp (enroot's per-container tmpfs, gone with the
+    step); a profile whose steps run outside containers keeps a fresh folder of the allocation."""
+    from servebench.core.results_folder import ResultsFolder
+    from servebench.server.assembly import Assembly
+
+    def data_dirs(profile_id: str) -> tuple[str, str]:
+        assembly = Assembly(by_id(catalog, profile_id), ResultsFolder.at(tmp_path / "results"), "RUN", dry=True)
+        _, _, sp = assembly.render()
+        etcd, nats = sp.proc("etcd").argv, sp.proc("nats").argv
+        return etcd[etcd.index("--data-dir") + 1], nats[nats.index("-sd") + 1]
+
+    etcd, nats = data_dirs("kimi-k3-gb200-dep_offload")
+    assert (etcd, nats) == ("/tmp/servebench-infra/etcd", "/tmp/servebench-infra/nats")
+    assert not any(d.startswith(str(tmp_path)) for d in (etcd, nats))
+    outside = data_dirs("tiny-llama-cpu-dynamo_slurm")
+    assert all(d.startswith(str(tmp_path / "results")) for d in outside), outside
+
+
+def test_what_the_login_node_sees_missing_is_said_before_sbatch(catalog, tmp_path, monkeypatch):
+    """#52 item 5: the image file, the draft model, the etcd/NATS binaries and the Hub cache on gb200-nv's Lustre
+    were looked for only after the queue wait for 4 GB200 nodes. The login node sees that storage
+    (slurm.login_sees): `servebench preflight` now says each missing one, with its fix, and queues no job."""
+    from servebench.cluster.slurm import SlurmBackend
+    from servebench.core.results_folder import ResultsFolder
+    from servebench.server import login_checks, preflight
+    prof = by_id(catalog, "kimi-k3-gb200-dep_offload")
+    lustre = "/mnt/lustre01/users-public/sa-shared/servebench"
+    monkeypatch.setattr(SlurmBackend, "unavailable", lambda self: None)
+    monkeypatch.setattr(SlurmBackend, "allocate", lambda self, req, timeout=600.0: pytest.fail("sbatch was called"))
+    report = preflight.allocate_and_check(prof, ResultsFolder.at(tmp_path / "results"), tmp_path)
+    said = {f.message.split(",")[0].split(" does not exist")[0]: f for f in report.findings}
+    assert set(said) == {f"{lustre}/images/vllm-openai+kimi-k3.sqsh", f"{lustre}/models/Kimi-K3-DSpark",
+                         f"{lustre}/bin/etcd", f"{lustre}/bin/nats-server", f"{lustre}/hf_hub_cache",
+                         f"{lustre}/cache"}, sorted(said)
+    assert all(f.node == "login" and f.fix for f in report.findings)
+    assert said[f"{lustre}/bin/etcd"].kind == "infra" and "release binary" in said[f"{lustre}/bin/etcd"].fix
+    assert said[f"{lustre}/models/Kimi-K3-DSpark"].fix.startswith("servebench stage kimi-k3-gb200-dep_offload")
+    assert said[f"{lustre}/cache"].fix.startswith("servebench stage kimi-k3-gb200-dep_offload (it makes the client's")
+    assert said[f"{lustre}/hf_hub_cache"].fix.startswith(f"make the cache folder once: mkdir -p {lustre}/hf_hub_cache")
+    assert "not allocated" in report.lines()[-1]
+    # what the login node does not share with the nodes (the model on each node's NVMe) is left to the node look
+    assert not any("/mnt/numa1" in f.message for f in report.findings)
+    bare = dataclasses.replace(prof, cluster=prof.cluster.model_copy(
+        update={"slurm": prof.cluster.slurm.model_copy(update={"login_sees": []})}))
+    from servebench.server.assembly import Assembly
+    req = Assembly(bare, ResultsFolder.at(tmp_path / "results"), "RUN", dry=True).request()
+    assert [f.check for f in login_checks.before_sbatch(bare, req)] == ["imported image"]

@@ -87,6 +87,10 @@ CASES = [
      "backend.vllm_config.aggregated.scheduler-cls"),
     ("json-flag", "base.yaml", '"use_prefill_query_quantization":true}', '"use_prefill_query_quantization":true',
      "not valid JSON", "base.yaml", "backend.vllm_config.aggregated.attention-config"),
+    # #52 item 7: enroot's root is read-only, so a Hub cache at a folder no mount provides fails its downloads
+    ("cache-unmounted", "base.yaml", "HF_HUB_CACHE: /hf_hub_cache", "HF_HUB_CACHE: /root/.cache/hub",
+     "HF_HUB_CACHE=/root/.cache/hub inside the container, but no mount", "base.yaml",
+     "backend.aggregated_environment.HF_HUB_CACHE"),
     ("placeholder-dollar", "base.yaml", 'ETCD_LEASE_TTL: "7200"', 'ETCD_LEASE_TTL: "${LEASE_TTL}"',
      "literal placeholder ${LEASE_TTL}", "base.yaml", "environment.ETCD_LEASE_TTL"),
     ("placeholder-job-id", "base.yaml", "DG_JIT_CACHE_DIR: /tmp/deepgemm-jit-cache",

@@ -17,6 +17,7 @@ from servebench.core.secrets import is_secret_flag
 from servebench.catalog.flag_rules import (entrypoint_flags, flag_types, frontend, headless_entrypoint,
                                           object_flags)
 from servebench.recipe.placeholders import SUITE_PLACEHOLDERS, placeholders, who_expands
+from servebench.catalog.container_rules import unmounted_caches
 from servebench.catalog.engine_rules import scheduler_limits
 from servebench.catalog.load_rules import benchmark_env, dataset_load, load_generator, time_budget
 from servebench.catalog.offload_rules import connector_conflict, offload_dram_budget, offload_labels
@@ -318,6 +319,7 @@ RULES: dict[str, Rule] = {
     "cuda-graphs": cuda_graph_coverage,
     "flag-values": flag_values,
     "placeholders": literal_placeholders,
+    "cache-mounts": unmounted_caches,
     "connector": connector_conflict,
     "offload-labels": offload_labels,
     "offload-dram": offload_dram_budget,

@@ -141,14 +141,8 @@ class ProfileFolder:
         return self.root / f"{job_name}.heartbeat"
 
     def infra_state(self, job_id: str) -> Path:
-        """etcd and NATS data, fresh per allocation (no member of an earlier run)."""
+        """etcd and NATS data of an allocation whose steps run outside containers (fresh per allocation)."""
         return self.root / f"infra-{job_id}"
-
-    def etcd_data(self, job_id: str) -> Path:
-        return self.infra_state(job_id) / "etcd"
-
-    def nats_data(self, job_id: str) -> Path:
-        return self.infra_state(job_id) / "nats"
 
     @property
     def discovery(self) -> Path:

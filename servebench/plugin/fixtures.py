@@ -34,7 +34,8 @@ from servebench.results.schema import file_problems
 from servebench.results.slo import decider_for
 from servebench.results.verdict import judge
 from servebench.server.ports import PortTaken
-from servebench.server import deploy, preflight
+from servebench.server import deploy, login_checks, preflight
+from servebench.server.findings import Report
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,10 @@ def sb_allocation(sb_profile: Profile, sb_allocation_key: str, request: pytest.F
     short = assembly.limit_problem(req)
     if short:
         pytest.fail(f"{sb_profile.id}: not allocated: {short}", pytrace=False)
+    missing = login_checks.before_sbatch(sb_profile, req)     # before the queue wait, not after it
+    if missing:
+        pytest.fail(f"{sb_profile.id}: not allocated: the login node sees what the job needs missing\n" +
+                    "\n".join(Report(sb_profile.id, missing).lines()[1:]), pytrace=False)
     requested = time.time()
     alloc: Allocation = assembly.allocate(req)
     entry = session.manifest.allocated(sb_allocation_key, {**alloc.describe(), "requested_at": requested,

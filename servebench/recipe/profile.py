@@ -97,6 +97,7 @@ class Profile:
         cluster = self.cluster.model_dump(mode="json")
         cluster["runtime"].pop("client", None)
         cluster.pop("cost", None)                     # what the GPU time costs, not what is measured
+        cluster["slurm"].pop("login_sees", None)      # what the login node checks before sbatch, not what runs
         prof.get("load", {}).pop("stop", None)        # how long a point runs, not what it measures (result.run.mode)
         prof.get("gates", {}).pop("bound", None)      # what must have bound a point: how it is judged, like slo
         for key in ("relative", "at_least"):           # a search tier's limits and the least answer: judging too

@@ -15,7 +15,7 @@ import dataclasses
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -26,8 +26,9 @@ from servebench.core.results_folder import ProfileFolder, ResultsFolder
 from servebench.recipe.profile import Profile
 from servebench.catalog.flag_rules import OBJECT_FLAGS
 from servebench.catalog.budget import PREFLIGHT_TIMEOUT_S
-from servebench.cluster.request import draft_dir, image_file, model_argument
 from servebench.server import frontends, mounts
+from servebench.server.findings import Finding, Report
+from servebench.server.login_checks import before_sbatch, infra_files, login_findings, mount_findings
 from servebench.server.containers import preamble_said
 from servebench.tools import PREFLIGHT, in_folder, preamble_command
 from servebench.server.placement import DETECT_INTERFACES, Placement
@@ -36,45 +37,6 @@ from servebench.server.plan import ProcSpec, ServerPlan
 from servebench.recipe.schema.cluster import ClusterSpec
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Finding:
-    node: str
-    rank: int | None
-    kind: str                 # import | flags | object | model | setup | image | gpus | network | infra | preflight
-    check: str
-    message: str
-    fix: str = ""
-
-
-@dataclass
-class Report:
-    profile: str
-    findings: list[Finding] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.findings
-
-    @property
-    def kinds(self) -> set[str]:
-        return {f.kind for f in self.findings}
-
-    def lines(self) -> list[str]:
-        """One line per problem; a problem every node has alike is one line naming the nodes."""
-        groups: dict[tuple, list[Finding]] = {}
-        for f in self.findings:
-            groups.setdefault((f.kind, f.check, f.message, f.fix), []).append(f)
-        head = f"{self.profile}: preflight " + ("passed" if self.ok else f"found {len(groups)} problem(s)") + \
-            f" in {self.seconds:.0f} s"
-        out = [head]
-        for (kind, check, message, fix), found in groups.items():
-            nodes = ", ".join(f.node if f.rank is None else f"{f.node} (rank {f.rank})" for f in found)
-            out.append(f"  {nodes}: {kind}: {check}: {message}" + (f" (fix: {fix})" if fix else ""))
-        return out + [f"  note: {n}" for n in dict.fromkeys(self.notes)]
 
 
 def entrypoint(proc: ProcSpec, front: frontends.Frontend) -> tuple[str, list[str]] | None:
@@ -98,38 +60,6 @@ def retarget(profile: Profile, cluster: ClusterSpec) -> Profile:
                                   f"nodes x {cluster.gpus_per_node} GPUs; {profile.id} needs {need.total_nodes} x "
                                   f"{need.gpus_per_node}", "pick a cluster of the profile's shape"))
     return dataclasses.replace(profile, cluster=cluster)
-
-
-def login_findings(profile: Profile, where: Placement, dropped: tuple[str, ...] = ()) -> list[Finding]:
-    """What the login node can tell without a node: the image the recipe wants vs what the cluster runs, and the
-    recipe's job options the cluster does not apply (``dropped``: the allocation request's)."""
-    out, cl, image = [], profile.cluster, profile.recipe.model.container
-    if image and image.lower() != "none" and not where.containers:
-        out.append(Finding("login", None, "image", "container image",
-                           f"the recipe runs in {image}; cluster {cl.name} runs no containers, so every process runs in "
-                           f"{where.python} instead (its versions are checked on the nodes)",
-                           "run on a cluster with slurm.pyxis: true to check the image itself"))
-    used = {name for name in (image, cl.runtime.infra.image, cl.runtime.client.image) if name}
-    for name in sorted(used if where.containers else ()):
-        file, mapped = image_file(profile, name), name in cl.slurm.images
-        if (mapped or file.startswith("/")) and not Path(file).is_file():     # a registry name is pulled in the step
-            out.append(Finding(
-                "login", None, "image", "imported image",
-                f"{file}, " + (f"the import of {name} that every step runs in (slurm.images)" if mapped else
-                               f"an image file a step runs in (clusters/{cl.name}.yaml)") + ", does not exist",
-                f"import it once: servebench stage {profile.id} --images (a one-node srun step: enroot import -o "
-                f"{file} docker://{name})" if mapped else f"import it there once (enroot import -o {file} "
-                "docker://IMAGE), or name the image and its file in slurm.images"))
-    if dropped:
-        out.append(Finding("login", None, "image", "slurm options",
-                           f"cluster {cl.name} does not apply the recipe's {', '.join('--' + k for k in dropped)} "
-                           "(slurm.drop: options of the real cluster's nodes and image)",
-                           "run on the cluster the recipe was written for to use them"))
-    if not where.model.startswith("/"):
-        out.append(Finding("login", None, "model", "model directory",
-                           f"model.path {where.model!r} is no directory and cluster {cl.name} maps no path for it",
-                           f"add runtime.model_paths.{where.model} to recipes/clusters/{cl.name}.yaml"))
-    return out
 
 
 def requests(profile: Profile, sp: ServerPlan, where: Placement) -> dict[int, dict]:
@@ -190,7 +120,7 @@ def mounts_report(profile: Profile, allocation: Allocation, where: Placement, fo
                   start: float) -> Report | None:
     """The report of a profile whose containers cannot start on some node (a mount source missing there), or None:
     no container would start, so nothing else is checked."""
-    infra = infra_files(where, allocation)
+    infra = infra_files(profile, allocation.request.container_mounts)
     absent = mount_findings(profile, mounts.missing(allocation, folder, infra), infra)
     if not absent:
         return None
@@ -275,7 +205,12 @@ def allocate_and_check(profile: Profile, results: ResultsFolder, root: Path, ext
     if why:
         return Report(profile.id, [Finding("login", None, "preflight", "allocation", f"cannot allocate on "
                                            f"{profile.cluster.name}: {why}")])
-    alloc = assembly.allocate()
+    req = assembly.request()
+    missing = before_sbatch(profile, req)
+    if missing:             # said before the queue wait, not after it
+        return Report(profile.id, missing, ["not allocated: the login node sees these missing, and each would stop "
+                                            "the job on its nodes"], time.monotonic() - start)
+    alloc = assembly.allocate(req)
     try:
         try:
             where, sp = assembly.plan(alloc)
@@ -293,45 +228,6 @@ def allocate_and_check(profile: Profile, results: ResultsFolder, root: Path, ext
         return report
     finally:
         alloc.release()
-
-
-def infra_files(where: Placement, allocation: Allocation) -> tuple[str, ...]:
-    """The host paths of etcd's and NATS's executables where the containers run them from a mount (gb200-nv: their
-    release binaries on shared storage, as srtctl's setup leaves them; the vLLM image carries neither)."""
-    if where.discovery != "etcd" or where.infra_image:
-        return ()
-    found = (mounts.on_the_host(argv[0], allocation.request.container_mounts)
-             for argv in (where.etcd, where.nats_server) if argv and argv[0].startswith("/"))
-    return tuple(p for p in found if p)
-
-
-def mount_findings(profile: Profile, absent: dict[str, list[str] | None],
-                   infra: tuple[str, ...] = ()) -> list[Finding]:
-    """One finding per container mount source a node lacks (enroot refuses the container), the model's own named as
-    the model, etcd's and NATS's binaries as theirs; a node whose look did not answer is said too."""
-    model = set(model_argument(profile, True)[1])
-    draft = draft_dir(profile)
-    out = []
-    for node, paths in absent.items():
-        if paths is None:
-            out.append(Finding(node, None, "preflight", "container mounts", "the look at the mount sources did not "
-                               "answer (its log: mounts*.log in the profile's logs)"))
-        for path in [p for p in paths or [] if p in infra]:
-            out.append(Finding(node, None, "infra", "etcd/NATS binary",
-                               f"{path} does not exist on this node: the discovery step (etcd, NATS) cannot start, "
-                               "and no worker registers",
-                               "put the release binary for the nodes' architecture there (docs/clusters.md, "
-                               f"\"etcd and NATS\"), or set runtime.infra in recipes/clusters/{profile.cluster.name}.yaml"))
-        for path in [p for p in paths or [] if p not in infra]:
-            out.append(Finding(node, None, "model" if path in model else "mount", "container mount",
-                               f"{path} does not exist on this node: enroot refuses to start a container that mounts "
-                               "it, so no step of the profile starts here (etcd, NATS, frontend, workers, client)",
-                               "stage the model on every node (runtime.model_paths)" if path in model else
-                               f"servebench stage {profile.id} (it downloads the draft model there, from a machine "
-                               "that reaches the Hub)" if draft and path == draft[1] else
-                               f"stage {path} on every node, or drop the mount (runtime.container_mounts of "
-                               f"recipes/clusters/{profile.cluster.name}.yaml, the recipe's container_mounts)"))
-    return out
 
 
 def _answer(path: Path) -> dict | None:

@@ -28,6 +28,10 @@ class SlurmAccess(_Strict):
         default_factory=dict, description="a stand-in's node-local disks: path every step sees -> the folder of this "
         "host that backs it on each node ({node}: the node's name); the session's own process does not see them, "
         "as a login node does not see a compute node's NVMe")
+    login_sees: list[OneLine] = Field(
+        default_factory=list, description="folders the login node shares with the nodes (shared storage, e.g. "
+        "/mnt/lustre01): every container mount source and image file under one is looked for from the login node "
+        "before sbatch, so a missing one is said before the queue wait, not after it")
     orphan_after_s: StrictInt = Field(
         180, ge=20, description="the holder job ends itself once the session's heartbeat (a file in the profile "
         "folder the session rewrites every orphan_after_s/6 s) has not changed for this long: a session killed "

@@ -178,16 +178,29 @@ def _kv_events(profile, role, host: str, ports) -> str | None:
     return json.dumps(payload, separators=(",", ":"))
 
 
+# Where etcd and NATS keep their data inside a container: enroot gives each container its own /tmp (a tmpfs in the
+# node's memory, enroot's 10-system.fstab), gone with the step, as srtctl keeps it on the node's /tmp; never on the
+# shared file system, where an allocation's etcd would write its WAL to Lustre.
+CONTAINER_INFRA_STATE = "/tmp/servebench-infra"
+
+
+def infra_state(where) -> str:
+    """etcd's and NATS's data folder, fresh per allocation (no member of an earlier run): the container's own /tmp
+    where they run in a container, else the profile folder's ``infra-<job>``."""
+    in_container = where.containers and bool(where.infra_image or where.image)
+    return CONTAINER_INFRA_STATE if in_container else str(where.folder.infra_state(where.job_id))
+
+
 def _infra(where, port: dict[str, int]) -> list[ProcSpec]:
     head = where.head
-    folder = where.folder                   # infra state is fresh per allocation: no member of an earlier run
-    etcd = [*where.etcd, "--name", "servebench", "--data-dir", str(folder.etcd_data(where.job_id)),
+    state = infra_state(where)
+    etcd = [*where.etcd, "--name", "servebench", "--data-dir", f"{state}/etcd",
             "--listen-client-urls", f"http://{head}:{port['etcd']}",        # the head's address: what the nodes use
             "--advertise-client-urls", f"http://{head}:{port['etcd']}",
             "--listen-peer-urls", f"http://{head}:{port['etcd-peer']}",
             "--initial-advertise-peer-urls", f"http://{head}:{port['etcd-peer']}",
             "--initial-cluster", f"servebench=http://{head}:{port['etcd-peer']}"]
-    nats = [*where.nats_server, "-js", "-a", head, "-p", str(port["nats"]), "-sd", str(folder.nats_data(where.job_id))]
+    nats = [*where.nats_server, "-js", "-a", head, "-p", str(port["nats"]), "-sd", f"{state}/nats"]
     infra = Container(where.infra_image or where.image, where.mounts)      # srun gives every container step the mounts
     return [ProcSpec(0, "etcd", "infra", tuple(etcd), {}, where.infra_image, container=infra),
             ProcSpec(0, "nats", "infra", tuple(nats), {}, where.infra_image, container=infra)]
