@@ -169,6 +169,28 @@ def test_a_lock_in_the_shared_cache_can_be_taken_by_a_second_user(tmp_path, monk
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
+def test_the_client_environment_and_the_staged_model_take_locks_a_second_user_can_take(tmp_path, monkeypatch):
+    """#52 item 6, the other two locks of the shared cache: the client environment's and a staged model's lock files
+    were still opened for appending, so created 0644 under the first user's umask."""
+    import os
+    import stat
+    from servebench.tools import FOLDER
+    monkeypatch.syspath_prepend(str(FOLDER))
+    import client_env
+    import stage
+    monkeypatch.setattr(client_env.subprocess, "call", lambda *a, **k: 0)      # pip: not what this test is about
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")                      # staged already: only the lock is taken
+    old = os.umask(0o077)
+    try:
+        client_env.make(str(tmp_path / "envs" / "aiperf-1"), "pins.txt", ["aiperf==0.13.0"])
+        assert stage.stage_model("org/model", str(tmp_path / "model")).endswith("already in " + str(tmp_path / "model"))
+    finally:
+        os.umask(old)
+    for lock in (tmp_path / "envs" / "aiperf-1.lock", tmp_path / "model.lock"):
+        assert stat.S_IMODE(lock.stat().st_mode) == 0o666, lock
+
+
 def test_a_results_folder_without_its_latest_link_reads_its_newest_run(tmp_path):
     """#56: `servebench report` on a results folder (not a run folder) copied without its `latest` link failed with
     'no points/ folder in it'."""

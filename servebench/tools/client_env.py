@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 
+from shared_lock import shared_lock       # beside this file (a script's folder is on sys.path)
+
 MARK = ".servebench-env"
 
 
@@ -33,7 +35,7 @@ def made_for() -> str:
 def make(target: str, constraints: str, requirements: list[str]) -> str:
     mark = os.path.join(target, MARK)
     os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-    with open(target + ".lock", "a") as lock:
+    with os.fdopen(shared_lock(target + ".lock")) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)          # one maker; the others wait and find it made
         if os.path.isfile(mark):
             with open(mark) as fh:

@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from shared_lock import shared_lock       # beside this file (a script's folder is on sys.path)
+
 
 class Unstaged(Exception):
     def __init__(self, code: int, why: str):
@@ -42,7 +44,7 @@ def stage_model(repo: str, dest: str) -> str:
     if not os.path.isdir(parent):          # not this cluster's storage: nothing is made on the wrong machine
         raise Unstaged(2, f"{parent} does not exist here, so {repo} has nowhere to go: run this where the "
                           "cluster's shared storage is mounted (its login node), or make the folder")
-    with open(dest.rstrip("/") + ".lock", "a") as lock:
+    with os.fdopen(shared_lock(dest.rstrip("/") + ".lock")) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.isfile(os.path.join(dest, "config.json")):
             return f"model {repo}: already in {dest}"
