@@ -43,8 +43,13 @@ def test_each_server_process_runs_its_preamble_in_its_own_step(catalog):
     setup, install = worker.preamble
     assert setup["argv"] == ["bash", "/configs/kimik3-dspark-config-compat.sh"]     # pyxis: configs/ at /configs
     assert setup["unless_missing"] == "/model" and setup["env"] == {"SERVEBENCH_MODEL": "/model"}
-    assert install["argv"][1:4] == ["-m", "pip", "install"] and install["argv"][-1] == (
-        "ai-dynamo @ git+https://github.com/ai-dynamo/dynamo.git@ba83080ecd31c1ce918559e576d3c5bc9e092ff1")
+    # #52 item 1: the runtime built at the recipe's commit, once, into the shared cache's wheelhouse; no pip per step
+    source = "git+https://github.com/ai-dynamo/dynamo.git@ba83080ecd31c1ce918559e576d3c5bc9e092ff1"
+    assert install["argv"][:2] == ["python3", "/servebench-tools/dynamo_env.py"]
+    assert install["argv"][2].startswith("/mnt/lustre01/users-public/sa-shared/servebench/cache/dynamo/ai-dynamo-runtime")
+    assert install["argv"][3:] == [f"ai-dynamo-runtime @ {source}#subdirectory=lib/bindings/python",
+                                   f"ai-dynamo @ {source}"]
+    assert {tuple(p.preamble[1]["argv"]) for p in servers} == {tuple(install["argv"])}    # one wheelhouse for all
     assert worker.command[:2] == ("python3", "/servebench-tools/preamble.py")      # the container's interpreter
     assert worker.command[-len(worker.argv):] == worker.argv and worker.command[-len(worker.argv) - 1] == "--"
     assert json.loads(worker.command[2]) == list(worker.preamble)
@@ -169,7 +174,7 @@ def test_render_shows_the_launch_sequence(repo):
     assert order == sorted(order)
     worker = out[out.index("## worker0 (worker)"):]
     assert "# preamble, in this step before the process: setup: bash /configs/kimik3-dspark-config-compat.sh " \
-           "(only if /model exists); dynamo: python3 -m pip install" in worker
+           "(only if /model exists); dynamo: python3 /servebench-tools/dynamo_env.py" in worker
     assert "(unnamed: it and everything written in it vanish with the step)" in worker
     assert "--job-name=servebench-RUN-tp.worker0" in out               # the step name release signals
 

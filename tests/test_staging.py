@@ -124,7 +124,10 @@ def test_what_the_login_node_sees_missing_is_said_before_sbatch(catalog, tmp_pat
     monkeypatch.setattr(SlurmBackend, "unavailable", lambda self: None)
     monkeypatch.setattr(SlurmBackend, "allocate", lambda self, req, timeout=600.0: pytest.fail("sbatch was called"))
     report = preflight.allocate_and_check(prof, ResultsFolder.at(tmp_path / "results"), tmp_path)
-    said = {f.message.split(",")[0].split(" does not exist")[0]: f for f in report.findings}
+    (build,) = [f for f in report.findings if f.check == "build from source"]      # #52 item 1: said before sbatch too
+    assert build.message.startswith("Dynamo from source (git+https://github.com/ai-dynamo/dynamo.git@ba83080")
+    assert build.fix.startswith("build it once before the job: servebench stage kimi-k3-gb200-dep_offload --dynamo")
+    said = {f.message.split(",")[0].split(" does not exist")[0]: f for f in report.findings if f is not build}
     assert set(said) == {f"{lustre}/images/vllm-openai+kimi-k3.sqsh", f"{lustre}/models/Kimi-K3-DSpark",
                          f"{lustre}/bin/etcd", f"{lustre}/bin/nats-server", f"{lustre}/hf_hub_cache",
                          f"{lustre}/cache"}, sorted(said)
@@ -141,3 +144,7 @@ def test_what_the_login_node_sees_missing_is_said_before_sbatch(catalog, tmp_pat
     from servebench.server.assembly import Assembly
     req = Assembly(bare, ResultsFolder.at(tmp_path / "results"), "RUN", dry=True).request()
     assert [f.check for f in login_checks.before_sbatch(bare, req)] == ["imported image"]
+    (house,) = {p.preamble[1]["argv"][2] for p in Assembly(prof, ResultsFolder.at(tmp_path / "results"), "RUN",
+                                                          dry=True).render()[2].processes if p.preamble}
+    assert build.message.endswith(f"({house}): the job's first step would build it on a node, which needs GitHub, "
+                                  "git and a Rust toolchain (cargo) in the image, while every node of the job waits")

@@ -129,6 +129,36 @@ def drafts(profiles) -> dict[str, str]:
     return dict(found for p in profiles if (found := draft_dir(p)))
 
 
+def build_dynamo(profiles, results: ResultsFolder) -> int:
+    """Each profile's pinned Dynamo built once into its wheelhouse (servebench/tools/dynamo_env.py --make-only), in
+    a one-node srun job in the recipe's image with the profile's mounts, where the wheelhouse is missing: the job's
+    steps then install it from there, with no network and no compiler."""
+    from servebench.cluster.srun import one_node_job
+    from servebench.server import frontends
+    from servebench.server.assembly import Assembly
+    status, done = 0, set()
+    for p in profiles:
+        assembly = Assembly(p, results, "stage", dry=True)
+        req = assembly.request()
+        steps = frontends.of(p.recipe.frontend.type).install(p, assembly.placement(assembly.allocate(req)))
+        if not steps:
+            print(f"servebench stage: {p.id}: no Dynamo to build (dynamo.install or the cluster's "
+                  "runtime.dynamo_install is off)")
+            continue
+        tool, house, *requirements = steps[0]["argv"][1:]
+        if house in done or Path(house).is_dir():
+            print(f"servebench stage: {p.id}: Dynamo built already ({house})")
+            continue
+        done.add(house)
+        argv = [steps[0]["argv"][0], tool, "--make-only", house, *requirements]
+        partition, account = p.recipe.slurm.partition or p.cluster.slurm.partition, \
+            p.recipe.slurm.account or p.cluster.slurm.account
+        ran = subprocess.run(one_node_job("servebench-dynamo-build", partition, account, argv, req),
+                             stdin=subprocess.DEVNULL)
+        status = status or (1 if ran.returncode else 0)
+    return status
+
+
 class StageCommand(Command):
     name = "stage"
     help = ("stage what the profiles' points read offline (public corpus, tokenizer) into the client's shared cache, "
@@ -143,6 +173,9 @@ class StageCommand(Command):
         parser.add_argument("--load-bin", metavar="PATH", help="the load generator here (default: its own)")
         parser.add_argument("--images", action="store_true", help="also import each image the profiles' steps run "
                             "in to the file slurm.images names, where missing (a one-node srun step with enroot)")
+        parser.add_argument("--dynamo", action="store_true", help="also build each profile's pinned Dynamo once into "
+                            "the shared cache's wheelhouse, where missing (a one-node srun step in the recipe's "
+                            "image; a source commit needs GitHub, git and cargo there)")
 
     def run(self, args) -> int:
         import os
@@ -152,6 +185,8 @@ class StageCommand(Command):
         profiles = many(catalog(args), args.targets)
         status = import_images(profiles) if args.images else 0
         results = ResultsFolder.at(Path(args.results_dir).absolute())
+        if args.dynamo:
+            status = build_dynamo(profiles, results) or status
         caches = {args.cache or p.cluster.runtime.client.cache or str(results.hf_cache) for p in profiles}
         if len(caches) > 1:
             raise SystemExit(f"servebench stage: these profiles keep their caches in {', '.join(sorted(caches))}: "

@@ -71,12 +71,23 @@ def srun_prefix(job_id: str, node: str, req: AllocationRequest, process: str = "
     return argv
 
 
+def one_node_job(job_name: str, partition: str | None, account: str | None, argv: list[str],
+                 req: AllocationRequest | None = None) -> list[str]:
+    """A one-node srun job of its own (no allocation of a profile's: `servebench stage`), on the node itself, or in
+    ``req``'s image with its mounts, read-only, as a profile's steps run there."""
+    out = ["srun", "--nodes=1", "--ntasks=1", "--time=02:00:00", f"--job-name={job_name}",
+           *([f"--partition={partition}"] if partition else []), *([f"--account={account}"] if account else [])]
+    if req is not None and req.container_image:
+        out += [f"--container-image={req.container_image}", "--no-container-entrypoint", "--container-workdir=/",
+                "--chdir=/", *(["--container-mounts=" + mount_option(req.container_mounts)]
+                               if req.container_mounts else [])]
+    return out + list(argv)
+
+
 def import_step(partition: str | None, account: str | None, file: str, name: str) -> list[str]:
     """The one-node srun step that imports image ``name`` to ``file`` (servebench/tools/image_import.py, with the
     node's python3: enroot runs where pyxis does), for `servebench stage --images`."""
-    return ["srun", "--nodes=1", "--ntasks=1", "--time=02:00:00", "--job-name=servebench-image-import",
-            *([f"--partition={partition}"] if partition else []), *([f"--account={account}"] if account else []),
-            "python3", str(IMAGE_IMPORT), file, name]
+    return one_node_job("servebench-image-import", partition, account, ["python3", str(IMAGE_IMPORT), file, name])
 
 
 def unset_argv(env: dict[str, str | None], argv: list[str]) -> list[str]:

@@ -11,9 +11,9 @@ from servebench.catalog.container_rules import cache_sources, inside
 from servebench.cluster.base import AllocationRequest
 from servebench.cluster.request import draft_dir, image_file, model_argument
 from servebench.recipe.profile import Profile
-from servebench.server import mounts
+from servebench.server import frontends, mounts
 from servebench.server.findings import Finding
-from servebench.server.placement import Placement
+from servebench.server.placement import Placement, shared_cache
 
 LOGIN = "login"
 
@@ -21,7 +21,7 @@ LOGIN = "login"
 def before_sbatch(profile: Profile, request: AllocationRequest) -> list[Finding]:
     """What is missing that the login node can see, checked before any job is queued: an image file a step runs in,
     a container mount source on shared storage (each one would stop the job on its nodes)."""
-    out = missing_images(profile, bool(request.container_image))
+    out = missing_images(profile, bool(request.container_image)) + unbuilt_dynamo(profile, request)
     shared = profile.cluster.slurm.login_sees
     infra = infra_files(profile, request.container_mounts)
     gone = [path for path in [*request.container_mounts, *infra]
@@ -31,6 +31,24 @@ def before_sbatch(profile: Profile, request: AllocationRequest) -> list[Finding]
         out += mount_findings(profile, {LOGIN: gone}, infra,
                               seen_from="the login node, which shares it with the nodes (slurm.login_sees)")
     return out
+
+
+def unbuilt_dynamo(profile: Profile, request: AllocationRequest) -> list[Finding]:
+    """A build from source that the shared cache does not hold yet (a Dynamo commit: GitHub, git and a Rust
+    toolchain, which a GB200 node's vLLM image may lack; the frontend's own ``unbuilt``), which the job's first step would run while every node of
+    the job waits. Said where the login node sees the cache."""
+    cache = shared_cache(profile, request.workdir)
+    if not any(inside(cache, folder) for folder in [*profile.cluster.slurm.login_sees, str(request.workdir.parent)]):
+        return []
+    pending = frontends.of(profile.recipe.frontend.type).unbuilt(profile, cache, request.container_image)
+    if pending is None:
+        return []
+    what, house, needs = pending
+    return [Finding(LOGIN, None, "build", "build from source",
+                    f"{what} is not built in the shared cache ({house}): the job's first step would build it on a "
+                    f"node, which needs {needs} in the image, while every node of the job waits",
+                    f"build it once before the job: servebench stage {profile.id} --dynamo (a one-node srun step in "
+                    "the recipe's image), or pin a released version (dynamo.version)")]
 
 
 def login_findings(profile: Profile, where: Placement, dropped: tuple[str, ...] = ()) -> list[Finding]:

@@ -114,8 +114,7 @@ def client_for(profile: Profile, head: str, workdir: str, local_path, node_model
     the model is the servers' (``--model``, /model in a container); on the login host it is the path this host
     was given, which a node-local model directory is not (the tokenizer step then says so, before any point)."""
     c = profile.cluster.runtime.client
-    # the cache every run of the results folder shares, the one `servebench stage` fills (never a per-run one)
-    cache = c.cache or str(ResultsFolder.at(PurePosixPath(workdir).parent).hf_cache)
+    cache = shared_cache(profile, workdir)
     executable = tuple(local_path(a) for a in c.executable) if c.executable else None
     if c.placement == "login":
         alias = profile.recipe.model.path.removeprefix("hf:")
@@ -133,9 +132,27 @@ def client_for(profile: Profile, head: str, workdir: str, local_path, node_model
                       constraints=constraints, env_dir=env_dir)
 
 
+def shared_cache(profile: Profile, workdir) -> str:
+    """The cache every run of the results folder shares (the client's environment, the staged corpus, the Dynamo
+    wheelhouse), the one `servebench stage` fills, never a per-run one: the cluster's runtime.client.cache, else the
+    results folder's .hf-cache (``workdir``: the profile's folder in it)."""
+    return profile.cluster.runtime.client.cache or str(ResultsFolder.at(PurePosixPath(workdir).parent).hf_cache)
+
+
 def client_env_dir(cache: str, install, pins: str, image: str | None) -> str:
-    """The client's environment in the shared cache, named after what makes it (requirements, pins, image): a
-    change of any makes a new one beside the old, and the same inputs find the one made before."""
-    digest = hashlib.sha256(json.dumps([list(install), pins, image]).encode()).hexdigest()[:12]
-    name = re.sub(r"[^A-Za-z0-9.]+", "-", install[0]).strip("-")
-    return f"{cache.rstrip('/')}/envs/{name}-{digest}"
+    """The client's environment in the shared cache, named after what makes it (requirements, pins, image)."""
+    return made_dir(cache, "envs", install, pins, image)
+
+
+def dynamo_wheelhouse(cache: str, requirements, image: str | None) -> str:
+    """The pinned Dynamo's wheelhouse in the shared cache (tools/dynamo_env.py), named after its requirements and
+    the image: built once per source commit and image, whoever asks first."""
+    return made_dir(cache, "dynamo", requirements, image)
+
+
+def made_dir(cache: str, kind: str, requirements, *inputs) -> str:
+    """A folder of the shared cache named after what makes it: a change of any input makes a new one beside the
+    old, and the same inputs find the one made before."""
+    digest = hashlib.sha256(json.dumps([list(requirements), *inputs]).encode()).hexdigest()[:12]
+    name = re.sub(r"[^A-Za-z0-9.]+", "-", requirements[0].split("#")[0]).strip("-")[:60]
+    return f"{cache.rstrip('/')}/{kind}/{name}-{digest}"

@@ -14,49 +14,20 @@ minutes and resolved ~50 dependencies afresh each time).
 Stand-alone on purpose: it runs with the container's interpreter, where servebench is not installed.
 """
 
-import fcntl
-import os
-import platform
-import shutil
 import subprocess
 import sys
-import tempfile
 
-from shared_lock import shared_lock       # beside this file (a script's folder is on sys.path)
-
-MARK = ".servebench-env"
-
-
-def made_for() -> str:
-    """What the environment was made with: packages built for another interpreter or machine do not load."""
-    return f"{sys.implementation.name} {sys.version_info[0]}.{sys.version_info[1]} {platform.machine()}"
+from made_once import made_once           # beside this file (a script's folder is on sys.path)
 
 
 def make(target: str, constraints: str, requirements: list[str]) -> str:
-    mark = os.path.join(target, MARK)
-    os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-    with os.fdopen(shared_lock(target + ".lock")) as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)          # one maker; the others wait and find it made
-        if os.path.isfile(mark):
-            with open(mark) as fh:
-                had = fh.read().strip()
-            if had != made_for():
-                sys.exit(f"client_env: {target} was made for {had}, this client runs {made_for()}: remove it, or "
-                         "name the client's image in runtime.client.image so each image gets its own")
-            return f"made already: {target}"
-        tmp = tempfile.mkdtemp(dir=os.path.dirname(target), prefix=os.path.basename(target) + ".", suffix=".tmp")
-        try:
-            code = subprocess.call([sys.executable, "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
-                                    "--target", tmp, "--constraint", constraints, *requirements])
-            if code != 0:
-                sys.exit(f"client_env: pip install {' '.join(requirements)} failed with exit code {code}")
-            with open(os.path.join(tmp, MARK), "w") as fh:
-                fh.write(made_for() + "\n")
-            os.chmod(tmp, 0o755)                  # readable by the cache's other users (mkdtemp's is private)
-            os.rename(tmp, target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return f"made: {target}"
+    def build(folder: str) -> None:
+        code = subprocess.call([sys.executable, "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
+                                "--target", folder, "--constraint", constraints, *requirements])
+        if code != 0:
+            sys.exit(f"client_env: pip install {' '.join(requirements)} failed with exit code {code}")
+    return made_once(target, build, "client_env",
+                     "name the client's image in runtime.client.image so each image gets its own")
 
 
 def main() -> None:

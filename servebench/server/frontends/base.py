@@ -54,6 +54,11 @@ class Frontend(ABC):
         ``preamble(env)`` gives a process's launch preamble (steps, needs)."""
         return []
 
+    def unbuilt(self, profile, cache: str, image: str | None) -> tuple[str, str, str] | None:
+        """(what, where, what its build needs) of a build from source that the launch would run on a node and the
+        shared ``cache`` does not hold yet: said before sbatch. None: nothing to build."""
+        return None
+
     def install(self, profile, where) -> list[dict[str, Any]]:
         """Preamble steps that install the frontend into a process's environment (none by default)."""
         return []

@@ -7,6 +7,7 @@ and ``/v1/models`` lists the model; its OpenAPI document's ``info.version`` says
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -17,7 +18,9 @@ from servebench.server.environment import dynamo_env, fill_env
 from servebench.server.frontends.base import Frontend, WorkerLaunch
 from servebench.server.plan import ProcSpec
 from servebench.server.readiness import generate_instances, models_listed
+from servebench.server.placement import dynamo_wheelhouse
 from servebench.server.steps import Container
+from servebench.tools import DYNAMO_ENV, in_folder
 
 
 class DynamoFrontend(Frontend):
@@ -69,10 +72,21 @@ class DynamoFrontend(Frontend):
         return [*(_infra(where, infra) if infra else []), front]
 
     def install(self, profile, where) -> list[dict[str, Any]]:
+        """The recipe's pinned Dynamo: built once into a wheelhouse of the shared cache by the first step that
+        lacks it (or by `servebench stage --dynamo`), then installed from there with no network in every step."""
         if not (profile.recipe.dynamo.install and where.dynamo_install):
             return []
-        return [{"name": "dynamo", "argv": [where.python, "-m", "pip", "install", "--no-input",
-                                            *dynamo_requirements(profile)]}]
+        return [{"name": "dynamo", "argv": [where.python, in_folder(where.tools, DYNAMO_ENV),
+                                            wheelhouse(profile, where), *dynamo_requirements(profile)]}]
+
+    def unbuilt(self, profile, cache: str, image: str | None) -> tuple[str, str, str] | None:
+        """A Dynamo from a source commit whose wheelhouse is not built yet."""
+        if not (builds_from_source(profile) and profile.cluster.runtime.dynamo_install):
+            return None
+        house = dynamo_wheelhouse(cache, dynamo_requirements(profile), image)
+        source = dynamo_requirements(profile)[-1].split(" @ ")[-1]
+        return None if Path(house).is_dir() else (f"Dynamo from source ({source})", house,
+                                                  "GitHub, git and a Rust toolchain (cargo)")
 
     def expected_instances(self, profile) -> int:
         return profile.topology.registering
@@ -111,6 +125,7 @@ class DynamoFrontend(Frontend):
 # found: 127.0.0.1"; H200 lease of 2026-12-04, reproduced here with 1.4.0's frontend and mocker). Releases between
 # 1.4.0 and 1.6.1 are unmeasured and treated as 1.4.0.
 RESPONSE_STREAM_TAKES_ADDRESS = Version("1.6.1")
+DYNAMO_REPO = "https://github.com/ai-dynamo/dynamo.git"
 
 
 def bound_to(host: str, profile, where) -> dict[str, str]:
@@ -138,13 +153,27 @@ def _response_stream_takes_address(version: str | None) -> bool:
 
 
 def dynamo_requirements(profile) -> list[str]:
-    """What pip installs for the recipe's dynamo section (srt-slurm's sources: version, hash, wheel, top of tree)."""
+    """What is built for the recipe's dynamo section (srt-slurm's sources: version, hash, wheel, top of tree). From
+    source, the runtime is built at the same commit (``lib/bindings/python``): ``ai-dynamo`` alone would take
+    ``ai-dynamo-runtime`` from the package index, a release that is not the commit's."""
     d = profile.recipe.dynamo
     if d.wheel:
         return [d.wheel]
     if d.hash or d.top_of_tree:
-        return [f"ai-dynamo @ git+https://github.com/ai-dynamo/dynamo.git@{d.hash or 'main'}"]
+        source = f"git+{DYNAMO_REPO}@{d.hash or 'main'}"
+        return [f"ai-dynamo-runtime @ {source}#subdirectory=lib/bindings/python", f"ai-dynamo @ {source}"]
     return [f"ai-dynamo=={d.version}", f"ai-dynamo-runtime=={d.version}"]
+
+
+def wheelhouse(profile, where) -> str:
+    """Where the recipe's Dynamo is built, in the shared cache as the steps see it (the client's cache)."""
+    return dynamo_wheelhouse(where.client.cache, dynamo_requirements(profile), where.image)
+
+
+def builds_from_source(profile) -> bool:
+    """The recipe's Dynamo is a source commit: its build needs GitHub, git and a Rust toolchain."""
+    d = profile.recipe.dynamo
+    return bool(d.install and not d.wheel and (d.hash or d.top_of_tree))
 
 
 def _frontend_args(args: dict[str, Any]) -> list[str]:
