@@ -64,10 +64,11 @@ def test_a_rehearsal_of_the_offload_arm_meets_what_a_first_gb200_run_would(slurm
        whose module imports its siblings) and the client check in the client's container on the head node; what is
        left cannot exist off-cluster: the recipe's own job options and pins, and the corpus (no Hub access here).
     The stand-in is removed afterwards and nothing is left running."""
-    res = run_cli("rehearse", "dep_offload", "--on", "gb200-local", "--results-dir", tmp_path)
+    res = run_cli("rehearse", "dep_offload", "--on", "gb200-local", "--installs", "stand-in", "--results-dir", tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     out = res.stdout
-    assert out.startswith("kimi-k3-gb200-dep_offload rehearsed on gb200-local (nodes n1, n2, n3, n4):"), out
+    assert out.startswith("kimi-k3-gb200-dep_offload rehearsed on gb200-local (nodes n1, n2, n3, n4), with "
+                          "gb200-local's prebuilt environments:"), out
     bare, staged = out.split("\n", 1)[1].split("\n2. with the stand-in staged on every node (Kimi-K3, "
                                                 "Kimi-K3-DSpark; ")
     (lines,) = blocks("\n".join(ln.removeprefix("   ") for ln in bare.splitlines())).values()
@@ -93,6 +94,25 @@ def test_a_rehearsal_of_the_offload_arm_meets_what_a_first_gb200_run_would(slurm
     assert not [d for d in NODE_DISKS for name in ("Kimi-K3", "Kimi-K3-DSpark") if (d / name).exists()], \
         "the stand-in was left on the nodes"
     assert squeue("servebench-preflight-") == [] and processes_with(str(tmp_path)) == []
+
+
+def test_a_rehearsal_with_the_clusters_own_installs_stops_before_sbatch_where_a_first_run_would(slurm, tmp_path):
+    """#52 item 5: by default the rehearsal takes gb200-nv's own installs (the Dynamo install at the recipe's
+    commit, the client's environment made in the image, etcd/NATS binaries from shared storage) instead of the
+    stand-in's prebuilt environments. Dynamo at a source commit is built once into the shared cache, with GitHub,
+    git and cargo; none has built it here, so a first run stops before sbatch, naming the build and its fix; no job
+    is queued."""
+    res = run_cli("rehearse", "dep_offload", "--results-dir", tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = res.stdout
+    assert out.startswith("kimi-k3-gb200-dep_offload rehearsed on gb200-local (nodes n1, n2, n3, n4), with its own "
+                          "cluster's installs:"), out
+    assert "login: build: build from source: Dynamo from source (git+https://github.com/ai-dynamo/dynamo.git@" \
+           f"ba83080ecd31c1ce918559e576d3c5bc9e092ff1) is not built in the shared cache ({tmp_path}/.hf-cache/dynamo/" \
+           in out and "(fix: build it once before the job: servebench stage kimi-k3-gb200-dep_offload --dynamo" in out
+    assert "a first run stops here, before sbatch; to rehearse past it here: --installs stand-in" in out
+    assert "2. with the stand-in staged" not in out and squeue("servebench-preflight-") == []
+    assert not (tmp_path / "kimi-k3-gb200-dep_offload" / "logs").exists()       # no step ran
 
 
 def test_a_port_the_recipe_pins_held_by_another_session_is_one_finding(slurm, serve_venv, bare_nodes, tmp_path):

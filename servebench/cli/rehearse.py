@@ -22,6 +22,10 @@ class RehearseCommand(Command):
         parser.add_argument("targets", nargs="+", help="profiles")
         parser.add_argument("--on", metavar="CLUSTER", default="gb200-local",
                             help="the stand-in cluster (slurm.node_local disks; default gb200-local)")
+        parser.add_argument("--installs", choices=("own", "stand-in"), default="own",
+                            help="own (default): what the profile's own cluster installs and runs from shared storage "
+                            "(the Dynamo install, the client's environment, etcd/NATS binaries), as a first run "
+                            "there does; stand-in: the stand-in's prebuilt environments, to rehearse past them")
 
     def run(self, args) -> int:
         from servebench.cluster import backend_for
@@ -41,11 +45,17 @@ class RehearseCommand(Command):
                              "scripts/slurm-local start starts the local Slurm)")
         results = ResultsFolder.at(Path(args.results_dir).absolute())
         nodes = partition_nodes(cluster.slurm.partition)
-        for prof in (preflight.retarget(p, cluster) for p in many(cat, args.targets)):
-            print(f"{prof.id} rehearsed on {cluster.name} (nodes {', '.join(nodes)}):", flush=True)
+        own = args.installs == "own"
+        for prof in (preflight.retarget(p, cluster, own) for p in many(cat, args.targets)):
+            installs = "its own cluster's installs" if own else f"{cluster.name}'s prebuilt environments"
+            print(f"{prof.id} rehearsed on {cluster.name} (nodes {', '.join(nodes)}), with {installs}:", flush=True)
             print("1. a fresh allocation, nothing staged on the nodes' disks:", flush=True)
             bare = preflight.allocate_and_check(prof, results, Path.cwd(), extra=check_steps(prof, results))
             print("\n".join("   " + line for line in bare.lines()), flush=True)
+            if bare.unallocated:
+                print("   a first run stops here, before sbatch; to rehearse past it here: --installs stand-in",
+                      flush=True)
+                continue
             made = standin.stage(prof, nodes)
             try:
                 staged = ", ".join(sorted({str(p.name) for p in made})) or "nothing (already there)"

@@ -22,6 +22,7 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    unallocated: bool = False      # the findings stopped it before sbatch: no job was queued
 
     @property
     def ok(self) -> bool:

@@ -37,8 +37,9 @@ def unbuilt_dynamo(profile: Profile, request: AllocationRequest) -> list[Finding
     """A build from source that the shared cache does not hold yet (a Dynamo commit: GitHub, git and a Rust
     toolchain, which a GB200 node's vLLM image may lack; the frontend's own ``unbuilt``), which the job's first step would run while every node of
     the job waits. Said where the login node sees the cache."""
-    cache = shared_cache(profile, request.workdir)
-    if not any(inside(cache, folder) for folder in [*profile.cluster.slurm.login_sees, str(request.workdir.parent)]):
+    cache = shared_cache(profile, request.workdir)       # the results folder's own, unless the cluster names one
+    named = profile.cluster.runtime.client.cache
+    if named and not any(inside(cache, folder) for folder in profile.cluster.slurm.login_sees):
         return []
     pending = frontends.of(profile.recipe.frontend.type).unbuilt(profile, cache, request.container_image)
     if pending is None:

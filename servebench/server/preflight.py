@@ -52,13 +52,22 @@ def entrypoint(proc: ProcSpec, front: frontends.Frontend) -> tuple[str, list[str
     return None
 
 
-def retarget(profile: Profile, cluster: ClusterSpec) -> Profile:
-    """The profile on another cluster of the same shape (e.g. the local Slurm stand-in for gb200-nv)."""
+def retarget(profile: Profile, cluster: ClusterSpec, own_installs: bool = False) -> Profile:
+    """The profile on another cluster of the same shape (e.g. the local Slurm stand-in for gb200-nv). With
+    ``own_installs``, the stand-in takes what its own cluster installs and runs from shared storage: the Dynamo
+    install, the client's environment as made on the cluster (its interpreter in the image, its pinned install), and
+    etcd's and NATS's argv (binaries on shared storage, where the stand-in mounts its own at the same path); the
+    stand-in keeps its interpreter for the servers (its image has no vLLM) and its own cache."""
     need = profile.recipe.resources
     if cluster.gpus_per_node != need.gpus_per_node or cluster.nodes < need.total_nodes:
         raise ConfigError(Problem(profile.file, "profile.cluster", f"cluster {cluster.name} has {cluster.nodes} "
                                   f"nodes x {cluster.gpus_per_node} GPUs; {profile.id} needs {need.total_nodes} x "
                                   f"{need.gpus_per_node}", "pick a cluster of the profile's shape"))
+    if own_installs:
+        own, rt = profile.cluster.runtime, cluster.runtime
+        client = own.client.model_copy(update={"cache": rt.client.cache, "image": rt.client.image})
+        cluster = cluster.model_copy(update={"runtime": rt.model_copy(update={
+            "dynamo_install": own.dynamo_install, "client": client, "infra": own.infra})})
     return dataclasses.replace(profile, cluster=cluster)
 
 
@@ -209,7 +218,7 @@ def allocate_and_check(profile: Profile, results: ResultsFolder, root: Path, ext
     missing = before_sbatch(profile, req)
     if missing:             # said before the queue wait, not after it
         return Report(profile.id, missing, ["not allocated: the login node sees these missing, and each would stop "
-                                            "the job on its nodes"], time.monotonic() - start)
+                                            "the job on its nodes"], time.monotonic() - start, unallocated=True)
     alloc = assembly.allocate(req)
     try:
         try:
