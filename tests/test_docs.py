@@ -88,11 +88,39 @@ def test_the_readme_is_a_front_door_whose_links_land():
         assert f"docs/{page.name}" in text, f"the README does not point to {page.name}"
 
 
+def test_docs_without_a_docs_folder_says_so_in_one_line(tmp_path):
+    """#55 item 7: `servebench docs --check` from an installed package (no docs/ beside it) ended in a traceback."""
+    res = run_cli("docs", "--check", "--docs", tmp_path / "none")
+    assert res.returncode == 2 and "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert f"no docs folder at {tmp_path / 'none'}" in res.stderr
+    shown = run_cli("docs", "--docs", tmp_path / "none")          # the tables alone need no folder
+    assert shown.returncode == 0 and "| cache-mounts |" in shown.stdout, shown.stderr
+
+
+def slugs(page: Path) -> set[str]:
+    """The anchors of a page's headings (GitHub's slugs: lower case, punctuation dropped)."""
+    heads = re.findall(r"^#+ (.+)$", page.read_text(), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in heads}
+
+
+def test_every_pointer_to_the_docs_in_what_the_suite_prints_lands():
+    """#55: reports, verdicts, errors and help pointed at README sections that no longer exist ("README: GPU-hours").
+    Every pointer in the code is a `docs/<page>.md#<anchor>` whose page and heading exist, and none names a README
+    section."""
+    files = [*(REPO / "servebench").rglob("*.py"), *(REPO / "scripts").iterdir()]
+    found = 0
+    for path in (f for f in files if f.is_file() and "data" not in f.relative_to(REPO).parts):
+        text = path.read_text(errors="replace")
+        assert not re.search(r"README[:,] [A-Z]", text), f"{path.relative_to(REPO)} points at a README section"
+        for page, anchor in re.findall(r"docs/([\w-]+\.md)#([\w-]+)", text):
+            found += 1
+            assert (REPO / "docs" / page).is_file(), f"{path.relative_to(REPO)}: docs/{page} does not exist"
+            assert anchor in slugs(REPO / "docs" / page), f"{path.relative_to(REPO)}: docs/{page}#{anchor}"
+    assert found >= 10
+
+
 def test_every_anchor_of_the_docs_lands():
     """A link `page.md#anchor` names a heading of that page (GitHub's slugs: lower case, punctuation dropped)."""
-    def slugs(page: Path) -> set[str]:
-        heads = re.findall(r"^#+ (.+)$", page.read_text(), re.M)
-        return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in heads}
     for page in [REPO / "README.md", *(REPO / "docs").glob("*.md")]:
         for target, anchor in re.findall(r"\]\(([^)#\s]*\.md)#([^)]+)\)", page.read_text()):
             dest = (page.parent / target).resolve()

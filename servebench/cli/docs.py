@@ -91,7 +91,16 @@ class DocsCommand(Command):
 
     def run(self, args) -> int:
         from servebench.core.files import write_atomic
-        pages = regenerate(Path(args.docs) if args.docs else Path(__file__).resolve().parents[2] / "docs")
+        if not (args.check or args.write):          # the tables alone: no docs folder needed
+            for name, (_, make) in TABLES.items():
+                print(f"## {name}\n\n{make()}\n")
+            return 0
+        docs = Path(args.docs) if args.docs else Path(__file__).resolve().parents[2] / "docs"
+        if not docs.is_dir():
+            print(f"servebench docs: no docs folder at {docs} (an installed package has none): pass --docs with a "
+                  "checkout's docs/ folder", file=sys.stderr)
+            return 2
+        pages = regenerate(docs)
         stale = [path for path, (old, new) in pages.items() if old != new]
         if args.write:
             for path in stale:
@@ -103,8 +112,6 @@ class DocsCommand(Command):
             if not stale:
                 print(f"{', '.join(str(p) for p in pages)}: every generated table matches the code")
             return 1 if stale else 0
-        for name, (_, make) in TABLES.items():
-            print(f"## {name}\n\n{make()}\n")
         return 0
 
 

@@ -156,8 +156,8 @@ class CompareCommand(Command):
                                                                     for c, chs in table.items()},
                               "machine_differences": machine, "changelog": entries}, indent=1))
             return 0
-        print(f"# {', '.join(runs_b)} against {', '.join(runs_a)}: change with its 95% interval (README: Results "
-              "history)")
+        print(f"# {', '.join(runs_b)} against {', '.join(runs_a)}: change with its 95% interval ("
+              "docs/results.md#results-history-servebench-history-servebench-compare)")
         for case, changes in table.items():
             print(f"{case}: {changes[0].verdict}  ({changes[0].basis})")
             for ch in changes:

@@ -212,7 +212,7 @@ def _print_load(prof: Profile, sp, target: str, assembly, alloc) -> None:
         argv = alloc.launch(where.rank, "client", argv, env, inv.log, role="client", oneshot=True,
                             image=where.image).command
     print(shlex.join(masked_argv(argv)))
-    print(f"# {gen.name} for {point.id}, as the step above runs it (each option: README, AIPerf options)")
+    print(f"# {gen.name} for {point.id}, as the step above runs it (each option: docs/load.md#aiperf-options)")
     print(shlex.join(masked_argv(inv.argv)))
 
 

@@ -1,4 +1,5 @@
-"""When a point's number is known (``profile.load.stop``; README: Run length): the rule that ends an adaptive run.
+"""When a point's number is known (``profile.load.stop``): the rule that ends an adaptive run (the user's side:
+docs/load.md#run-length-steady-state-precision-adaptive-stopping-profileloadstop---run-length).
 
 At checkpoints t_k = min_s x growth^k (geometric, so the number of looks grows with the log of the run and repeated
 looks cost little coverage; Jennison and Turnbull's group-sequential designs space them so), once ``min_requests``

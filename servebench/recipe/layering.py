@@ -213,7 +213,7 @@ def resolve_layers(path: Path, docs: dict[str, Any] | None = None, _seen: tuple[
     name = str(path)
     doc = read(path)
     if not isinstance(doc, dict):
-        raise ConfigError(Problem(name, "", "a profile file must be a mapping", "see README: Recipes"))
+        raise ConfigError(Problem(name, "", "a profile file must be a mapping", "see docs/recipes.md#recipes"))
     unknown = [k for k in doc if k not in PROFILE_KEYS]
     if unknown:
         raise ConfigError([Problem(name, k, "unknown top-level key in a profile file",

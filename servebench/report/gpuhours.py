@@ -41,7 +41,8 @@ def _hours(x: float) -> str:
 
 def markdown(allocations: list[Held], total: Held) -> str:
     head = "| allocation | GPUs | GPU-hours | " + " | ".join(LABELS[p] for p in PHASES) + " | saved by adaptive stop |"
-    lines = ["## GPU-hours held", "", "Allocation time x GPUs, by what it went to (README: GPU-hours).", "", head,
+    lines = ["## GPU-hours held", "", "Allocation time x GPUs, by what it went to (docs/results.md#gpu-hours).", "",
+             head,
              "|---|---:|---:|" + "---:|" * (len(PHASES) + 1)]
     for h in [*allocations, total]:
         name = "**all**" if h is total else h.name

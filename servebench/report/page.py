@@ -17,7 +17,8 @@ td:first-child,th:first-child{text-align:left}.failed{color:#b00}.passed{color:#
 <p>Every run in the history; select runs to plot and list them. Comparisons: each selected run against the one
 selected before it (among the last __COMPARED__ runs),
 with 95% intervals: from the run-to-run noise of repeated points where the history has them, else a within-run
-bootstrap, which does not cover run-to-run noise (the "basis" column says which; README: Results history).</p>
+bootstrap, which does not cover run-to-run noise (the "basis" column says which;
+docs/results.md#results-history-servebench-history-servebench-compare).</p>
 <div id="runs"></div>
 <h2>Pareto: output tok/s per GPU against tok/s per user</h2><div id="pareto"></div>
 <h2>Offload A/B: each offload arm against its base arm</h2><div id="offload"></div>

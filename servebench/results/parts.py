@@ -97,7 +97,8 @@ class Telemetry(_Part):
 
 
 class SteadyInfo(_Part):
-    """Steady state of the output-token rate (servebench.load.steady; README: Run length)."""
+    """Steady state of the output-token rate (servebench.load.steady;
+    docs/load.md#run-length-steady-state-precision-adaptive-stopping-profileloadstop---run-length)."""
 
     method: str
     source: str = Field(description="what the rate series is: the engines' generation tokens per slice")

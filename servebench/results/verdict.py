@@ -108,8 +108,8 @@ def judge(result: PointResult, profile: Profile, baseline: dict | None = None,
         measured_change = f"output tok/s per GPU {_tps(ch.b)} against {_tps(ch.a)} in run {runs}, " \
                           f"{number(ch.rel, 'change')}{' ' + span if span else ''} (95% interval, {ch.basis})"
         checks.append(_check("regression", ch.verdict != "worse", f"not worse with confidence: {measured_change}",
-                             f"regression with confidence: {measured_change}; --compare-run, README: Results "
-                             "history"))
+                             f"regression with confidence: {measured_change}; --compare-run, "
+                             "docs/results.md#results-history-servebench-history-servebench-compare"))
     return Verdict(passed=all(c.ok for c in checks), checks=checks, baseline=baseline_file,
                    judged_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
@@ -203,7 +203,7 @@ def own_server(result: PointResult, tolerance: float) -> Check:
     if result.server is None:
         return Check(name="own_server", ok=False, message=(
             "the server's counters could not be read around the point: nothing shows that its own server answered "
-            f"{gen}'s requests (README: faults)"))
+            f"{gen}'s requests (docs/clusters.md#ports-addresses-and-whose-server-a-point-measured)"))
     if ratio is None and (result.server.generation_tokens or 0) > 0:
         return Check(name="own_server", ok=True, message=(
             f"not cross-checked: {gen} reported no output tokens per request (the server counted "

@@ -1,5 +1,5 @@
 """The `aiperf profile` command of one point: every option a documented function of the recipe (the table below is
-the README's "AIPerf options" table; a test fails if a rendered option is missing from it)."""
+the "AIPerf options" table of docs/load.md#aiperf-options; a test fails if a rendered option is missing from it)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from servebench.load.generator import LoadJob
 SESSION_HEADER = "X-Session-ID"
 
 # How each AIPerf option of a point follows from the recipe: (option, profile.load key or what sets it, the seed's
-# value in InferenceX's agentic_srt.sh / PR #2404). The README's AIPerf table is this one; tests check that every
-# option of a rendered command is listed here.
+# value in InferenceX's agentic_srt.sh / PR #2404). The AIPerf table of docs/load.md#aiperf-options is this one;
+# tests check that every option of a rendered command is listed here.
 OPTIONS: list[tuple[str, str, str]] = [
     ("--model", "recipe served-model-name", "SERVED_MODEL_NAME"),
     ("--url", "the deployment's API URL", "http://localhost:$PORT"),

@@ -91,7 +91,8 @@ class Gates(_Strict):
         """What ``bound`` asks of the point at ``concurrency`` (None: nothing)."""
         return self.bound.get(concurrency) if isinstance(self.bound, dict) else self.bound
     baseline_tolerance: float = Field(
-        0.45, ge=0, lt=1, description="with --baseline: allowed drop of output tok/s per GPU (README: run-to-run noise)")
+        0.45, ge=0, lt=1, description="with --baseline: allowed drop of output tok/s per GPU "
+        "(docs/results.md#reports-baseline-reuse-progress)")
 
     @property
     def live(self) -> float:
@@ -172,8 +173,9 @@ RUN_LENGTHS = get_args(RunLength)
 
 
 class StopRule(_Strict):
-    """How long a point runs (servebench.load.stopping; README: Run length). ``fixed``: the whole ``duration_s``
-    (the seed's protocol). ``adaptive``: after ``min_s`` and ``min_requests``, at checkpoints growing by
+    """How long a point runs (servebench.load.stopping;
+    docs/load.md#run-length-steady-state-precision-adaptive-stopping-profileloadstop---run-length). ``fixed``: the whole
+    ``duration_s`` (the seed's protocol). ``adaptive``: after ``min_s`` and ``min_requests``, at checkpoints growing by
     ``growth``, stop once the 95% interval of the throughput's mean (batch means after the MSER-5 warm-up) is within
     ``target`` of it and the series is stationary; else run to ``duration_s``. ``decide``: at the same checkpoints,
     stop once the point's SLO verdict is resolved (its gated tier, or a search's tier: met or missed with
@@ -195,7 +197,7 @@ COMMON_LOAD_KEYS = frozenset({"generator", "options", "dataset", "trace", "durat
 
 class LoadSection(_Strict):
     """How the load generator drives each point. The keys every generator applies are :data:`COMMON_LOAD_KEYS`; the
-    rest are applied by the generators that declare them (AIPerf: all of them; README: AIPerf options)."""
+    rest are applied by the generators that declare them (AIPerf: all of them; docs/load.md#aiperf-options)."""
 
     generator: str = Field("aiperf", pattern=r"^[a-z][a-z0-9_-]*$", description="a registered load generator: "
                            "aiperf, or a site's (entry point group servebench.load_generators)")
