@@ -107,7 +107,7 @@ def test_a_poll_keeps_a_log_that_grows_while_it_packs_and_leaves_the_dataset_cop
     out = tmp_path / "out"
     out.mkdir()
     try:
-        done = subprocess.run([str(REPO / "scripts/gpu-lease"), "poll", str(out), "0"], capture_output=True, text=True,
+        done = subprocess.run([str(REPO / "dev/gpu-lease"), "poll", str(out), "0"], capture_output=True, text=True,
                               env={"PATH": "/usr/bin:/bin", "GPU_LEASE_DIR": str(tmp_path)}, timeout=120)
     finally:
         stop.set()

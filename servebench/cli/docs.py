@@ -49,10 +49,17 @@ def aiperf_options_table() -> str:
     return "\n".join(rows)
 
 
+def measurements_table() -> str:
+    """The suite's own timings, latest and best known per kind (history.measurements, from measurements/)."""
+    from servebench.history.measurements import table
+    return table()
+
+
 # table name -> (page under docs/, generator)
 TABLES: dict[str, tuple[str, Callable[[], str]]] = {
     "rules": ("recipes.md", rules_table),
     "aiperf-options": ("load.md", aiperf_options_table),
+    "measurements": ("measurements.md", measurements_table),
 }
 
 
