@@ -125,3 +125,24 @@ def test_every_anchor_of_the_docs_lands():
         for target, anchor in re.findall(r"\]\(([^)#\s]*\.md)#([^)]+)\)", page.read_text()):
             dest = (page.parent / target).resolve()
             assert anchor in slugs(dest), f"{page.name}: {target}#{anchor}"
+
+
+def test_every_check_of_the_verdict_has_a_line_in_the_table_and_carries_its_registry_name(catalog):
+    """#55 item 1: the verdict is a registry of checks; each has its docstring's line in docs/results.md, and each
+    Check it makes on the recorded points carries its own name in the registry's order."""
+    from servebench.results.checks import CHECKS
+    from servebench.results.model import PointResult
+    from servebench.results.verdict import judge
+    from tests.conftest import by_id
+    table = docs.checks_table()
+    for name in CHECKS:
+        row = next(r for r in table.splitlines() if r.startswith(f"| {name} |"))
+        assert len(row) > len(name) + 30, f"check {name} has no docstring"
+    order = list(CHECKS)
+    seen = set()
+    for path in sorted((REPO / "tests/data/h200-7b/points").glob("*.json")):
+        r = PointResult.model_validate_json(path.read_text())
+        names = [c.name for c in judge(r, by_id(catalog, r.identity.profile)).checks]
+        assert set(names) <= set(order) and names == sorted(names, key=order.index), (path.name, names)
+        seen |= set(names)
+    assert len(seen) >= 10

@@ -12,7 +12,8 @@ import pytest
 from servebench.results import reuse
 from servebench.results.model import PointResult
 from servebench.results.parts import TraceReuse
-from servebench.results.verdict import reuse_check
+from servebench.results.checks.base import Judged
+from servebench.results.checks.load import reuse as reuse_check
 from servebench.server.counters import parse
 from servebench.tools import TRACE_REUSE
 from tests.conftest import REPO, by_id, run_cli
@@ -52,7 +53,8 @@ def judged(catalog, case: str, allowed: float, measured_local: float | None = No
         r = r.model_copy(update={"server": r.server.model_copy(update={"prompt_token_shares": shares})})
     made = {"prompt_tokens_mean": 4700.0, "requests": trace_requests, "by_block_size": {"16": {"share": allowed}}}
     part = reuse.block(made, r.server, r.identity.concurrency, by_id(catalog, r.identity.profile))
-    return TraceReuse.model_validate(part), reuse_check(r.model_copy(update={"reuse": TraceReuse.model_validate(part)}))
+    r = r.model_copy(update={"reuse": TraceReuse.model_validate(part)})
+    return r.reuse, reuse_check(Judged(r, by_id(catalog, r.identity.profile)))
 
 
 def test_a_server_that_reused_far_less_than_the_trace_allows_with_room_for_the_sessions_fails(catalog):

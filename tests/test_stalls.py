@@ -122,8 +122,12 @@ def test_unanswered_requests_of_a_working_server_outlived_the_grace_and_of_a_sti
     failed; one whose counters stood still and gauges held still from the last answer stopped: the point fails,
     naming it."""
     from servebench.results.model import Series, Window
-    from servebench.results.window import unanswered_check
+    from servebench.results.checks.base import Judged
+    from servebench.results.checks.window import answered
     prof = by_id(catalog, "tiny-llama-cpu-vllm")
+
+    def unanswered_check(r):
+        return answered(Judged(r, prof))
     data = json.loads(C1.read_text())
     r = result.parse(data)
     t = [float(i) for i in range(1, 41)]

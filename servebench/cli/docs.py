@@ -41,6 +41,16 @@ def rules_table() -> str:
     return "\n".join(rows)
 
 
+def checks_table() -> str:
+    """Every check of a point's verdict, in its order, with its family and the first paragraph of its docstring
+    (results.checks.CHECKS)."""
+    from servebench.results.checks import CHECKS
+    rows = ["| check | family | passes when |", "|---|---|---|"]
+    rows += [f"| {name} | {check.__module__.rsplit('.', 1)[-1]} | "
+             f"{_cell((inspect.getdoc(check) or '').split(chr(10) * 2)[0])} |" for name, check in CHECKS.items()]
+    return "\n".join(rows)
+
+
 def aiperf_options_table() -> str:
     """Every option of a point's `aiperf profile` command and where it comes from (load.aiperf.command.OPTIONS)."""
     from servebench.load.aiperf.command import OPTIONS
@@ -60,6 +70,7 @@ TABLES: dict[str, tuple[str, Callable[[], str]]] = {
     "rules": ("recipes.md", rules_table),
     "aiperf-options": ("load.md", aiperf_options_table),
     "measurements": ("measurements.md", measurements_table),
+    "checks": ("results.md", checks_table),
 }
 
 

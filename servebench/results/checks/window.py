@@ -14,14 +14,15 @@ import math
 
 from servebench.core.format import number
 from servebench.load.series import stalls
-from servebench.results.model import Check, PointResult, Series, Window
+from servebench.results.checks.base import Judged, count
+from servebench.results.model import Check, Series, Window
 
 
-def generator_ended(result: PointResult) -> Check | None:
+def generator(p: Judged) -> Check | None:
     """The load generator ran to its own end (exit code 0), or servebench stopped it (the adaptive rule), or it
     aborted on the live error gate (that check says so): None. A generator killed or crashed mid-point left records
     that look like a short run, and such a point passed (#35): a failed check saying how it ended."""
-    run = result.run
+    run = p.result.run
     if run.exit_code == 0 or run.stopped_at_s is not None or run.was_cancelled or run.interrupted:
         return None
     how = ("did not run to an end" if run.exit_code is None else
@@ -61,11 +62,12 @@ def _working(s: Series | None, later: list[int]) -> bool:
     return len(set(gauges)) > 1
 
 
-def unanswered_check(result: PointResult) -> Check | None:
+def answered(p: Judged) -> Check | None:
     """Requests sent in the window and never answered (the generator gave up on them at its grace's end). They count
     as errors (results.build); where the server still produced tokens to the end they are requests longer than the
     grace, said and left to the error gate; where it produced none after the last answer, the server stopped: the
     point fails, saying whether its API went silent or its engine stood still."""
+    result = p.result
     n, w, s, gen = result.requests.unanswered, result.run.window, result.series, result.run.generator
     if not n or w is None:
         return None
@@ -94,12 +96,12 @@ def unanswered_check(result: PointResult) -> Check | None:
                  "answering, not its throughput (every server log is kept in the case's server-logs/)")
 
 
-def stall_check(result: PointResult, bound: float) -> Check:
-    """Nothing stood still inside the measured window, to its end, for longer than ``bound``
-    (profile.gates.max_stall_s): a stopped or hung engine holds its requests while its token counters stop (the
+def stall(p: Judged) -> Check:
+    """Nothing stood still inside the measured window, to its end, for longer than profile.gates.max_stall_s: a stopped or hung engine holds its requests while its token counters stop (the
     frozen request counted as no error and the point passed, #35); a stopped load generator leaves the server idle,
     and what it then records is its own delay (a 20 s window measured as 73 s); a stopped API server answers no
     counter scrape at all (no slice to read, #54)."""
+    result, bound = p.result, p.gates.max_stall_s
     s, gen, limit = result.series, result.run.generator, f"profile.gates.max_stall_s = {number(bound, 's')} s"
     if s is None:
         return Check(name="stall", ok=True, message="not checked: no counter series of the point")
@@ -118,11 +120,11 @@ def stall_check(result: PointResult, bound: float) -> Check:
     when = f"{number(st.seconds, 's')} s (from {number(st.from_s, 's')} s to {number(st.to_s, 's')} s of the run)"
     lost = result.requests.unanswered
     what = f"the server's token counters stood still for {when} " + (
-        f"with {_count(st.in_flight)} requests running or waiting: a stopped or hung engine" if st.kind == "server" else
-        f"with no request running or waiting while {gen} held {_count(st.in_flight)} open and never got {lost} of "
+        f"with {count(st.in_flight)} requests running or waiting: a stopped or hung engine" if st.kind == "server" else
+        f"with no request running or waiting while {gen} held {count(st.in_flight)} open and never got {lost} of "
         "them answered: a stopped or hung engine (its gauges go still with it), or a load-generator worker that held "
         "them died" if st.in_flight and lost else
-        f"with no request running or waiting while {gen} held {_count(st.in_flight)} open: a stalled load generator "
+        f"with no request running or waiting while {gen} held {count(st.in_flight)} open: a stalled load generator "
         "(holding answers it did not read), or an engine stopped before it took them in (its gauges went still too)"
         if st.in_flight else f"with no request anywhere: {gen} sent nothing (a stalled load generator, or think time "
         "longer than the bound)")
@@ -133,11 +135,12 @@ def stall_check(result: PointResult, bound: float) -> Check:
 RAN_OUT = 0.9          # a fixed point whose requests span less than this share of its planned length ran out
 
 
-def ran_out_check(result: PointResult, load) -> Check | None:
+def trace(p: Judged) -> Check | None:
     """A fixed-length point whose trace ran out before its planned length: every request was sent and answered
     early, so its measured phase ended early, on a draining trace (fewer sessions in flight). A phase that lasted
-    its length while its answers stopped early is a server that stopped answering (unanswered_check, stall_check),
+    its length while its answers stopped early is a server that stopped answering (the answered and stall checks),
     not a short trace."""
+    result, load = p.result, p.profile.spec.load
     run, span = result.run, result.throughput.duration_s
     if run.window is not None:
         span = run.window.end_s - run.window.start_s
@@ -151,10 +154,6 @@ def ran_out_check(result: PointResult, load) -> Check | None:
     else:
         fix = f"replay a longer trace than {load.dataset} (profile.load.dataset), or shorten load.duration_s"
     return Check(name="trace", ok=False, message=(
-        f"the trace ran out: its {_count(result.requests.completed)} requests span {span:.0f} s of the planned "
+        f"the trace ran out: its {count(result.requests.completed)} requests span {span:.0f} s of the planned "
         f"{run.planned_s:.0f} s (load.duration_s), so the point measured a shorter window than planned and its end "
         f"a draining trace; {fix}"))
-
-
-def _count(x: float | None) -> str:
-    return number(x, "count", missing="n/a")
