@@ -378,6 +378,20 @@ def test_a_pinned_port_in_use_is_refused_naming_its_holder():
     assert PortAllocator(offset=700, bases={"master": base}).take("master", "n1") == base
 
 
+def test_no_port_a_session_hands_out_is_one_a_shipped_recipe_pins(catalog):
+    """A GB200 recipe pins vLLM's default DP RPC port (13345). The allocator's own range for that kind started at
+    13345, so a local session beside a rehearsal took the port the rehearsal's recipe pins and the rehearsal found
+    it taken (CI, with the Slurm tests beside the server tests). No allocated range holds a pinned port now."""
+    from servebench.server.ports import BASES, JOB_BLOCK, JOB_BLOCKS, SPAN, XDIST_BLOCK
+    pinned = {int(v) for p in catalog.profiles for k, v in p.recipe.aggregated_flags.items()
+              if k.endswith("port") and str(v).isdigit()}
+    assert 13345 in pinned
+    # this machine: a block per xdist worker (8 here at most); a cluster's nodes: a block per job id (offset_for)
+    shifts = {*range(0, 8 * XDIST_BLOCK, XDIST_BLOCK), *range(0, JOB_BLOCKS * JOB_BLOCK, JOB_BLOCK)}
+    handed = {base + shift + i for base in BASES.values() for shift in shifts for i in range(SPAN)}
+    assert not pinned & handed, sorted(pinned & handed)
+
+
 def test_a_cluster_jobs_ports_start_at_a_block_of_its_id():
     from servebench.server.ports import JOB_BLOCK, PortAllocator, offset_for
     assert offset_for(False, None, "4242") == JOB_BLOCK * (4242 % 16) and offset_for(False, None, None) == 0

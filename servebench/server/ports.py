@@ -29,7 +29,8 @@ BASES = {
     "frontend": 8000,         # the OpenAI-compatible API (Dynamo's frontend, or vLLM's API server)
     "system": 18081,          # a Dynamo worker's system server: /health, /metrics
     "kv_events": 20080,       # vLLM's KV-event publisher (+ the global DP rank: vLLM adds it itself)
-    "dp_rpc": 13345,          # vLLM's data-parallel RPC (on the worker's head node)
+    "dp_rpc": 13360,          # vLLM's data-parallel RPC (on the worker's head node); not vLLM's default 13345, which
+                              # recipes pin (the seed's DEP): a session's own port never takes another's pinned one
     "master": 29500,          # torch.distributed of a multi-node worker (on its head node)
     "etcd": 2379,
     "etcd_peer": 2380,
