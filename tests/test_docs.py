@@ -146,3 +146,13 @@ def test_every_check_of_the_verdict_has_a_line_in_the_table_and_carries_its_regi
         assert set(names) <= set(order) and names == sorted(names, key=order.index), (path.name, names)
         seen |= set(names)
     assert len(seen) >= 10
+
+
+@pytest.mark.parametrize("table", ["cluster_keys_table", "profile_keys_table"])
+def test_every_key_of_a_cluster_file_and_a_profile_is_documented(table):
+    """#55 item 6: cluster and profile keys were documented nowhere; every key now has its line, from the schema's
+    own description (a section's from its model's docstring)."""
+    rows = [r for r in getattr(docs, table)().splitlines()[2:]]
+    assert len(rows) > 50
+    bare = [r.split("|")[1].strip() for r in rows if not r.rstrip("| ").split("|")[-1].strip()]
+    assert bare == [], f"keys without a description: {bare}"

@@ -11,10 +11,14 @@ what the code does not do. Each generated table sits between two markers in its 
 from __future__ import annotations
 
 import inspect
+import json
 import re
 import sys
+import typing
 from pathlib import Path
 from typing import Callable
+
+from pydantic import BaseModel
 
 from servebench.cli.base import Command
 
@@ -51,6 +55,50 @@ def checks_table() -> str:
     return "\n".join(rows)
 
 
+def _keys(model, prefix: str = ""):
+    """(dotted key, field, what it is) of a pydantic model's every key, nested models and dicts of models included
+    (a section without a description of its own is described by its model's docstring)."""
+    for name, field in model.model_fields.items():
+        key = prefix + (field.alias or name)
+        ann = field.annotation
+        inner = [ann, *typing.get_args(ann)]
+        is_dict = typing.get_origin(ann) is dict
+        sub = next((t for t in inner if isinstance(t, type) and issubclass(t, BaseModel)), None)
+        own = (sub.__dict__.get("__doc__") or "") if sub is not None else ""     # never BaseModel's inherited one
+        about = field.description or " ".join(inspect.cleandoc(own).split("\n\n")[0].split())
+        yield key, field, about
+        if sub is not None:
+            yield from _keys(sub, key + (".<name>." if is_dict else "."))
+
+
+def _default(field) -> str:
+    if field.is_required():
+        return "required"
+    value = field.get_default(call_default_factory=True)
+    if isinstance(value, BaseModel):
+        return ""
+    return f"`{json.dumps(value, default=str)}`" if value not in (None, "", [], {}) else "unset"
+
+
+def keys_table(model) -> str:
+    """Every key of a recipe-side file section, its default and its description (the schema's own)."""
+    rows = ["| key | default | what it is |", "|---|---|---|"]
+    rows += [f"| `{key}` | {_cell(_default(f))} | {_cell(about)} |" for key, f, about in _keys(model)]
+    return "\n".join(rows)
+
+
+def cluster_keys_table() -> str:
+    """Every key of a cluster file (recipes/clusters/<name>.yaml: recipe.schema.cluster.ClusterSpec)."""
+    from servebench.recipe.schema.cluster import ClusterSpec
+    return keys_table(ClusterSpec)
+
+
+def profile_keys_table() -> str:
+    """Every key of a recipe's profile section (recipe.schema.sweep.ProfileSection)."""
+    from servebench.recipe.schema.sweep import ProfileSection
+    return keys_table(ProfileSection)
+
+
 def aiperf_options_table() -> str:
     """Every option of a point's `aiperf profile` command and where it comes from (load.aiperf.command.OPTIONS)."""
     from servebench.load.aiperf.command import OPTIONS
@@ -71,6 +119,8 @@ TABLES: dict[str, tuple[str, Callable[[], str]]] = {
     "aiperf-options": ("load.md", aiperf_options_table),
     "measurements": ("measurements.md", measurements_table),
     "checks": ("results.md", checks_table),
+    "cluster-keys": ("clusters.md", cluster_keys_table),
+    "profile-keys": ("recipes.md", profile_keys_table),
 }
 
 

@@ -14,14 +14,18 @@ from pydantic import Field, StrictBool, StrictInt
 from servebench.recipe.schema.sweep import EnvName, OneLine, _Strict
 
 class SlurmAccess(_Strict):
-    partition: OneLine | None = None
-    account: OneLine | None = None
-    pyxis: StrictBool = False
+    """The Slurm backend's own section: where jobs go, how steps run (pyxis), what the real cluster's nodes have."""
+
+    partition: OneLine | None = Field(None, description="sbatch --partition (unset: the cluster's default; a "
+                                      "recipe's slurm.partition wins)")
+    account: OneLine | None = Field(None, description="sbatch --account (a recipe's slurm.account wins)")
+    pyxis: StrictBool = Field(False, description="every step runs in the recipe's image through pyxis + enroot "
+                              "(srun --container-image)")
     images: dict[OneLine, OneLine] = Field(
         default_factory=dict, description="pyxis: a recipe's image name -> the squashfs file of it on storage every "
         "node reads (made once: `enroot import -o FILE docker://NAME`); srun names the file, so no step pulls and "
         "imports the image again (unmapped: pyxis imports it in every step)")
-    gres: OneLine = "gpu"
+    gres: OneLine = Field("gpu", description="the generic resource the GPUs are requested as (--gpus-per-node)")
     drop: list[str] = Field(default_factory=list, description="recipe sbatch_directives / srun_options this "
                             "cluster cannot honour (a stand-in's small nodes, no pyxis); dropped and reported")
     node_local: dict[OneLine, OneLine] = Field(
@@ -45,8 +49,9 @@ class SlurmAccess(_Strict):
 class Network(_Strict):
     """Interfaces for NCCL/Gloo; None = detected on the node at launch."""
 
-    nccl_socket_ifname: str | None = None
-    gloo_socket_ifname: str | None = None
+    nccl_socket_ifname: str | None = Field(None, description="NCCL_SOCKET_IFNAME of every worker (null: the "
+                                           "interface of the node's address, detected on the node at launch)")
+    gloo_socket_ifname: str | None = Field(None, description="GLOO_SOCKET_IFNAME likewise (null: detected)")
 
 
 class Infra(_Strict):
@@ -62,7 +67,8 @@ class Client(_Strict):
     seed and srt-slurm run their clients (the model and the staged corpus are where that node sees them); ``login``:
     the session's own host (only where that host sees the model, the corpus and the servers' ports)."""
 
-    placement: Literal["head", "login"] = "head"
+    placement: Literal["head", "login"] = Field("head", description="head: an srun step on the head node; login: "
+                                                "the session's own host")
     python: OneLine = Field(".venvs/aiperf/bin/python", description="interpreter of the client's step (AIPerf's "
                             "venv on shared storage, or python3 in an image); relative = the repo")
     executable: list[OneLine] | None = Field(None, description="the load generator's command as the client sees it "
@@ -93,7 +99,8 @@ class Runtime(_Strict):
     model_paths: dict[str, OneLine] = Field(
         default_factory=dict, description="recipe model.path alias -> directory on the nodes; a model's draft "
         "(its draft_model name, e.g. Inferact/Kimi-K3-DSpark) -> where `servebench stage` downloads it")
-    container_model_dir: str = "/model"
+    container_model_dir: str = Field("/model", description="where a container sees the model directory "
+                                     "(srt-slurm's mount point)")
     container_mounts: dict[OneLine, OneLine] = Field(default_factory=dict, description="with containers: more host "
                                                      "paths every process sees (host -> inside), e.g. a staged draft "
                                                      "model; relative = a folder of the repo on shared storage, seen "
@@ -115,23 +122,27 @@ class Cost(_Strict):
     """What the cluster's GPU time costs, for the cost per token of each point (never assumed: no default)."""
 
     gpu_hour: float = Field(gt=0, le=10_000, description="price of one GPU for one hour, as the site pays it")
-    currency: str = Field("USD", pattern=r"^[A-Z]{3}$")
+    currency: str = Field("USD", pattern=r"^[A-Z]{3}$", description="ISO 4217 code the price is in")
 
 
 class ClusterSpec(_Strict):
-    name: str
-    description: str = ""
-    kind: Literal["gpu", "embedded"]
+    name: str = Field(description="the cluster's name: its file's stem, what --cluster and a profile's cluster say")
+    description: str = Field("", description="one line for people: what the machines are")
+    kind: Literal["gpu", "embedded"] = Field(description="gpu: a GPU cluster (its cases are marked hardware and "
+                                             "<gpu_type>); embedded: this machine's own default (marked local)")
     backend: str = Field(pattern=r"^[a-z][a-z0-9_-]*$", description="a registered cluster backend: slurm, local, "
                          "or a site's (entry point group servebench.backends)")
     backend_options: dict[str, Any] = Field(default_factory=dict, description="a site backend's own settings")
-    gpu_type: str = Field(pattern=r"^[a-z0-9]+$")
-    runners: list[str] = []
-    nodes: StrictInt = Field(gt=0)
-    gpus_per_node: StrictInt = Field(gt=0)
-    hbm_gib_per_gpu: float = Field(gt=0)
-    host_dram_mib_per_node: StrictInt = Field(gt=0)
-    dram_utilization: float = Field(gt=0, le=1)
+    gpu_type: str = Field(pattern=r"^[a-z0-9]+$", description="the GPU's name in markers and case ids (gb200, "
+                          "h200, cpu)")
+    runners: list[str] = Field([], description="the seed's runner names of this cluster (InferenceX's runner pool)")
+    nodes: StrictInt = Field(gt=0, description="nodes a job may span")
+    gpus_per_node: StrictInt = Field(gt=0, description="GPUs of one node (a profile's layout must fit them)")
+    hbm_gib_per_gpu: float = Field(gt=0, description="GPU memory in GiB, as nvidia-smi reports it (the capacity "
+                                   "check's budget)")
+    host_dram_mib_per_node: StrictInt = Field(gt=0, description="host memory a node offers its jobs in MiB (the "
+                                              "CPU KV offload's budget)")
+    dram_utilization: float = Field(gt=0, le=1, description="share of that memory the CPU KV offload may take")
     slurm: SlurmAccess = SlurmAccess()
     network: Network = Network()
     runtime: Runtime = Runtime()

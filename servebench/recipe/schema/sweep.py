@@ -31,10 +31,10 @@ class _Strict(BaseModel):
 class Layout(_Strict):
     """How the GPUs of one serving deployment are split (result metadata and checks)."""
 
-    tp: StrictInt = Field(1, ge=1)
-    dp: StrictInt = Field(1, ge=1)
-    pp: StrictInt = Field(1, ge=1)
-    ep: StrictInt = Field(1, ge=1)
+    tp: StrictInt = Field(1, ge=1, description="tensor parallel size (must match the recipe's flags)")
+    dp: StrictInt = Field(1, ge=1, description="data parallel size")
+    pp: StrictInt = Field(1, ge=1, description="pipeline parallel size")
+    ep: StrictInt = Field(1, ge=1, description="expert parallel size (TP x DP with expert parallelism on)")
 
     @property
     def gpus(self) -> int:
@@ -49,9 +49,12 @@ class Layout(_Strict):
 class Labels(_Strict):
     """Sweep labels, as in InferenceX's master config."""
 
-    spec_decoding: Literal["mtp", "draft_model", "none"] = Field("none", alias="spec-decoding")
-    kv_offloading: Literal["none", "dram"] = Field("none", alias="kv-offloading")
-    kv_offload_backend: str | None = Field(None, alias="kv-offload-backend")
+    spec_decoding: Literal["mtp", "draft_model", "none"] = Field("none", alias="spec-decoding", description=(
+        "the speculative decoding the recipe configures (checked against its speculative-config)"))
+    kv_offloading: Literal["none", "dram"] = Field("none", alias="kv-offloading", description=(
+        "dram: the recipe offloads KV to host memory (checked against its connector)"))
+    kv_offload_backend: str | None = Field(None, alias="kv-offload-backend", description=(
+        "the offload connector's name as the seed labels it"))
 
 
 # What can bind a point, in the order servebench.results.bound judges it (its docstring says how).
@@ -70,7 +73,7 @@ class Gates(_Strict):
                                          "effective concurrency must reach this share of what the trace allows")
     max_issue_latency_ms: float = Field(50.0, gt=0, le=60_000, description="client-bound when AIPerf's p99 "
                                         "credit-to-start latency (request sent after its schedule) exceeds this")
-    allow_client_bound: StrictBool = False
+    allow_client_bound: StrictBool = Field(False, description="report a client-bound point without failing it")
     require_steady: StrictBool = Field(False, description="fail a point whose throughput never became stationary "
                                        "(Heidelberger-Welch) within its run; the verdict gives the drift")
     token_ratio_tolerance: float = Field(
@@ -158,14 +161,18 @@ class TraceShape(_Strict):
     """Shape of the generated agentic sessions (``dataset: generated``); see servebench.load.traces."""
 
     sessions_per_concurrency: StrictInt = Field(20, gt=0, le=10_000, description="sessions in the file per live session")
-    turns: StrictInt = Field(4, ge=2, le=1000)
-    system_words: StrictInt = Field(300, ge=0, le=1_000_000)
-    user_words: StrictInt = Field(40, gt=0, le=1_000_000)
-    tool_words: StrictInt = Field(60, ge=0, le=1_000_000)
-    assistant_words: StrictInt = Field(30, ge=0, le=1_000_000)
-    output_tokens: StrictInt = Field(32, gt=0, le=1_000_000)
-    think_ms: StrictInt = Field(500, ge=0, le=3_600_000)
-    subagent_rate: float = Field(0.2, ge=0, le=1)
+    turns: StrictInt = Field(4, ge=2, le=1000, description="turns per session (mean)")
+    system_words: StrictInt = Field(300, ge=0, le=1_000_000, description="words of the system prompt every turn "
+                                    "of a session repeats")
+    user_words: StrictInt = Field(40, gt=0, le=1_000_000, description="words a user adds per turn (mean)")
+    tool_words: StrictInt = Field(60, ge=0, le=1_000_000, description="words of tool output per turn (mean)")
+    assistant_words: StrictInt = Field(30, ge=0, le=1_000_000, description="words of the assistant's earlier "
+                                       "answers kept in the history per turn (mean)")
+    output_tokens: StrictInt = Field(32, gt=0, le=1_000_000, description="tokens each request asks for")
+    think_ms: StrictInt = Field(500, ge=0, le=3_600_000, description="pause between a turn's answer and the next "
+                                "turn (mean)")
+    subagent_rate: float = Field(0.2, ge=0, le=1, description="share of sessions that start a sub-agent session "
+                                 "of their own")
 
 
 RunLength = Literal["fixed", "adaptive", "decide"]        # how long a point runs: the rule's modes, one owner
@@ -181,7 +188,8 @@ class StopRule(_Strict):
     stop once the point's SLO verdict is resolved (its gated tier, or a search's tier: met or missed with
     confidence); else run to ``duration_s``."""
 
-    mode: RunLength = "fixed"
+    mode: RunLength = Field("fixed", description="fixed: the whole duration_s; adaptive: stop once the throughput "
+                            "is known to target; decide: stop once the SLO verdict is resolved")
     min_s: float = Field(120.0, gt=0, le=86400, description="no stop before this many seconds of the run")
     min_requests: StrictInt = Field(662, ge=0, le=10_000_000, description="nor before this many completed "
                                     "requests (MLPerf's minimum for a p99 at 99% confidence)")
@@ -244,12 +252,15 @@ class LoadSection(_Strict):
 
 
 class ProfileSection(_Strict):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_]*$")
-    model: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
-    cluster: str
-    description: str = ""
-    concurrency: list[StrictInt] = Field(max_length=256)
-    layout: Layout
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_]*$", description="the profile's name, the last part of its id "
+                      "<model>-<gpu_type>-<name> and what -k selects")
+    model: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$", description="a model of recipes/models/ (its size, "
+                       "context, attention for the capacity checks)")
+    cluster: str = Field(description="a cluster of recipes/clusters/ (--cluster retargets to one of its shape)")
+    description: str = Field("", description="one line for people: what the profile measures")
+    concurrency: list[StrictInt] = Field(max_length=256, description="the concurrencies of its points, one point "
+                                         "each")
+    layout: Layout = Field(description="how the GPUs of the deployment are split (checked against the flags)")
     labels: Labels = Labels()
     gates: Gates = Gates()
     slo: dict[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]*$")], SloTier] = Field(
