@@ -35,36 +35,10 @@ from servebench.recipe.topology import LAUNCHER_FLAGS, NodeRole
 from servebench.server import frontends
 from servebench.server.environment import fill_flags, network_env, node_env
 from servebench.server.placement import DETECT_INTERFACES, Placement
+from servebench.server.spec import ProcSpec
 from servebench.server.steps import ClientSpec, Container
 from servebench.server.ports import PortAllocator, PortLease
 from servebench.tools import preamble_command
-
-
-@dataclass(frozen=True)
-class ProcSpec:
-    rank: int                    # node rank the process runs on
-    name: str                    # etcd | nats | frontend | worker<r>
-    role: str                    # infra | frontend | worker | headless
-    argv: tuple[str, ...]        # the process itself (what the real parsers judge)
-    env: dict[str, str | None]
-    image: str | None = None     # pyxis: run in this image instead of the allocation's (etcd/NATS images)
-    preamble: tuple[dict, ...] = ()          # steps run first, in the same step and container (tools/preamble.py)
-    container: Container = Container()
-    needs: frozenset[str] = frozenset()      # what must exist before it runs: "setup" (the setup script ran), "dynamo"
-    runner: tuple[str, ...] = ()             # (interpreter, servebench/tools) as the node sees them
-
-    @property
-    def oneshot(self) -> bool:
-        return False
-
-    @property
-    def makes(self) -> frozenset[str]:
-        return frozenset(step["name"] for step in self.preamble)
-
-    @property
-    def command(self) -> tuple[str, ...]:
-        """What the step runs: the preamble runner with its steps, then the process (or the process alone)."""
-        return tuple(preamble_command(*self.runner, self.preamble, self.argv)) if self.preamble else self.argv
 
 
 @dataclass(frozen=True)

@@ -5,19 +5,20 @@ profile, its :class:`~servebench.server.placement.Placement` and the plan's port
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
+from servebench.server.spec import PlanView, ProcSpec, WorkerLaunch
 
-@dataclass(frozen=True)
-class WorkerLaunch:
-    """What a frontend adds to one worker process: its argv head (entrypoint, model, name, the frontend's own
-    per-node arguments), environment, and the health and metrics URLs it answers on (None: none of its own)."""
+if TYPE_CHECKING:           # only annotations: none of these imports the frontends
+    from servebench.recipe.profile import Profile
+    from servebench.recipe.topology import NodeRole
+    from servebench.server.placement import Placement
+    from servebench.server.ports import PortAllocator
 
-    argv: tuple[str, ...]
-    env: dict[str, str]
-    health: str | None
-    metrics: str
+Answers = dict[str, tuple[int, object]]                  # url -> (status code, parsed body)
+Preamble = Callable[[dict[str, str]], tuple[tuple[dict, ...], frozenset[str]]]   # env -> (steps, needs)
+
+__all__ = ["Frontend", "PlanView", "ProcSpec", "WorkerLaunch"]
 
 
 class Frontend(ABC):
@@ -37,59 +38,61 @@ class Frontend(ABC):
         return {}
 
     # -- planning (pure) --
-    def infra(self, profile, where, ports) -> list[tuple[str, str, int]]:
+    def infra(self, profile: Profile, where: Placement, ports: PortAllocator) -> list[tuple[str, str, int]]:
         """(what, host, port) of the services the plan starts for it (etcd, NATS); none by default."""
         return []
 
-    def environment(self, profile, where, infra: dict[str, int]) -> dict[str, str]:
+    def environment(self, profile: Profile, where: Placement, infra: dict[str, int]) -> dict[str, str]:
         """What every process of the deployment gets in its environment from the frontend."""
         return {}
 
     @abstractmethod
-    def worker(self, profile, where, role, host: str, api: int, ports) -> WorkerLaunch:
+    def worker(self, profile: Profile, where: Placement, role: NodeRole, host: str, api: int,
+               ports: PortAllocator) -> WorkerLaunch:
         """The frontend's part of the worker process on ``role``'s node (``api``: the deployment's API port)."""
 
-    def front(self, profile, where, api: int, common_env: dict, infra: dict[str, int], preamble) -> list:
+    def front(self, profile: Profile, where: Placement, api: int, common_env: dict[str, str], infra: dict[str, int],
+              preamble: Preamble) -> list[ProcSpec]:
         """Processes that run before the workers (ProcSpecs): its own API process, infra; none by default.
         ``preamble(env)`` gives a process's launch preamble (steps, needs)."""
         return []
 
-    def unbuilt(self, profile, cache: str, image: str | None) -> tuple[str, str, str] | None:
+    def unbuilt(self, profile: Profile, cache: str, image: str | None) -> tuple[str, str, str] | None:
         """(what, where, what its build needs) of a build from source that the launch would run on a node and the
         shared ``cache`` does not hold yet: said before sbatch. None: nothing to build."""
         return None
 
-    def install(self, profile, where) -> list[dict[str, Any]]:
+    def install(self, profile: Profile, where: Placement) -> list[dict[str, Any]]:
         """Preamble steps that install the frontend into a process's environment (none by default)."""
         return []
 
-    def alias(self, profile, where) -> str | None:
+    def alias(self, profile: Profile, where: Placement) -> str | None:
         """A second served-model name only this deployment answers to (what readiness then asks /v1/models for,
         so a client never takes another deployment's server for its own); None: the frontend has none."""
         return None
 
-    def expected_instances(self, profile) -> int:
+    def expected_instances(self, profile: Profile) -> int:
         """How many serving instances readiness waits for."""
         return 1
 
-    def router_metrics_url(self, profile, plan) -> str | None:
+    def router_metrics_url(self, profile: Profile, plan: PlanView) -> str | None:
         """Where the deployment's KV-aware router reports the KV events it applied (None: it has no such router)."""
         return None
 
     # -- readiness (pure) --
-    def readiness_urls(self, plan) -> list[str]:
+    def readiness_urls(self, plan: PlanView) -> list[str]:
         return [*plan.health_urls, f"{plan.api_url}/v1/models"]
 
-    def ready_workers(self, plan, answers: dict[str, tuple[int, object]]) -> int:
+    def ready_workers(self, plan: PlanView, answers: Answers) -> int:
         """How many serving instances answer as ready (``answers`` as for ``interpret``): each worker's own health
         URL answering 200."""
         return sum(1 for url in plan.health_urls if answers[url][0] == 200)
 
     @abstractmethod
-    def interpret(self, plan, answers: dict[str, tuple[int, object]]) -> str | None:
+    def interpret(self, plan: PlanView, answers: Answers) -> str | None:
         """None when the deployment serves, else what it still waits for (``answers``: url -> (code, body))."""
 
     # -- the running server (I/O) --
     @abstractmethod
-    def reported_versions(self, plan, get) -> dict[str, str]:
+    def reported_versions(self, plan: PlanView, get: Callable[[str], tuple[int, object]]) -> dict[str, str]:
         """Versions the running processes report; ``get(url)`` returns (status code, parsed body)."""

@@ -16,7 +16,7 @@ from servebench.catalog.flag_rules import pins
 from servebench.cluster.base import loopback
 from servebench.server.environment import dynamo_env, fill_env
 from servebench.server.frontends.base import Frontend, WorkerLaunch
-from servebench.server.plan import ProcSpec
+from servebench.server.spec import ProcSpec
 from servebench.server.readiness import generate_instances, models_listed
 from servebench.server.placement import dynamo_wheelhouse
 from servebench.server.steps import Container
