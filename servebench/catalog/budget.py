@@ -18,15 +18,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from servebench.core.timeouts import (CLIENT_SETUP_S, INTERRUPT_GRACE_S, KILL_WAIT_S, MOUNTS_TIMEOUT_S,
+                                      PREFLIGHT_TIMEOUT_S, RELEASE_TIERS, STOP_MARGIN_S)
 from servebench.recipe.profile import Profile
 
-STOP_MARGIN_S = 900          # past duration + warmup grace, the generator is stopped (servebench.load.measure)
-INTERRUPT_GRACE_S = 180      # after that interrupt, how long it may take to write its files (servebench.load.generator)
-CLIENT_SETUP_S = 1800        # the client step's preamble (environment made once, tokenizer copy) before the generator
-PREFLIGHT_TIMEOUT_S = 900    # the node checks before any server (servebench.server.preflight)
-MOUNTS_TIMEOUT_S = 120       # the look at the containers' mount sources (servebench.server.mounts)
-KILL_WAIT_S = 10             # after a KILL, how long a step may take to go (servebench.cluster.slurm)
-RELEASE_TIERS = 3            # client, then frontend and workers, then etcd/NATS: each TERM, grace, KILL
 GIB = 2**30
 
 

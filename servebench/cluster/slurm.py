@@ -17,7 +17,7 @@ from servebench.core.files import write_atomic
 from servebench.core.poll import Done, PollTimeout, poll
 from servebench.core.results_folder import ProfileFolder
 from servebench.cluster.base import Allocation, AllocationRequest, Backend, ClusterError
-from servebench.catalog.budget import KILL_WAIT_S
+from servebench.core.timeouts import KILL_WAIT_S
 from servebench.cluster.heartbeat import DEFAULT_ORPHAN_AFTER_S, Heartbeat, holder_lines
 from servebench.core.processes import stop_group
 from servebench.recipe.schema.cluster import SlurmAccess

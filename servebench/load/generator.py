@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable, ClassVar, Protocol
 
 from servebench.core.secrets import masked_argv
-from servebench.catalog.budget import CLIENT_SETUP_S, INTERRUPT_GRACE_S
+from servebench.core.timeouts import CLIENT_SETUP_S, INTERRUPT_GRACE_S
 from servebench.server.containers import preamble_done
 from servebench.catalog.points import Point
 from servebench.core import entry_points

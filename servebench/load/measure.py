@@ -24,7 +24,7 @@ from servebench.cluster import ProcessDied
 from servebench.server import counters, host, machine
 from servebench.server.deploy import Deployment, ServerError
 from servebench.recipe.schema.sweep import StopRule
-from servebench.catalog.budget import STOP_MARGIN_S as GRACE_S
+from servebench.core.timeouts import STOP_MARGIN_S as GRACE_S
 from servebench.server.plan import ServerPlan
 
 log = logging.getLogger(__name__)

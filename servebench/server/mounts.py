@@ -6,7 +6,7 @@ each node itself (a step without a container), so that preflight can name the fo
 
 from __future__ import annotations
 
-from servebench.catalog.budget import MOUNTS_TIMEOUT_S
+from servebench.core.timeouts import MOUNTS_TIMEOUT_S
 from servebench.cluster.base import ON_THE_NODE, Allocation
 from servebench.core.poll import Done, PollTimeout, poll
 from servebench.core.results_folder import ProfileFolder

@@ -25,7 +25,7 @@ from servebench.core.poll import Done, PollTimeout, poll
 from servebench.core.results_folder import ProfileFolder, ResultsFolder
 from servebench.recipe.profile import Profile
 from servebench.catalog.flag_rules import OBJECT_FLAGS
-from servebench.catalog.budget import PREFLIGHT_TIMEOUT_S
+from servebench.core.timeouts import PREFLIGHT_TIMEOUT_S
 from servebench.server import frontends, mounts
 from servebench.server.findings import Finding, Report
 from servebench.server.login_checks import before_sbatch, infra_files, login_findings, mount_findings
