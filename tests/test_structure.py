@@ -320,3 +320,14 @@ def test_a_pytest_start_imports_none_of_the_heavy_libraries():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           cwd=PKG.parent)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_builtin_seams_are_the_entry_points_pyproject_declares():
+    """#55 item 9: the registry of servebench's own backends, load generators and frontends
+    (core/entry_points.BUILTIN, what a checkout without install metadata falls back on) was written twice, there and
+    in pyproject.toml, with nothing tying the two."""
+    import tomllib
+
+    from servebench.core.entry_points import BUILTIN
+    declared = tomllib.loads((PKG.parent / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert {group: dict(declared.get(group, {})) for group in BUILTIN} == BUILTIN
