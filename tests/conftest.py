@@ -157,6 +157,24 @@ def recorded(point, artifact_dir: Path, *, before=None, after=None, exit_code: i
     return build(m)
 
 
+def wheel(folder: Path, name: str = "sbdemo", version: str = "1.0", says: str | None = None,
+          requires: tuple[str, ...] = ()) -> Path:
+    """A pure-Python wheel made here (pip then needs no index): its module's VERSION, and SAYS where it came from."""
+    import zipfile
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n"
+                                                                                  for r in requires)
+    files = {f"{name}/__init__.py": f"VERSION = {version!r}\nSAYS = {says!r}\n", f"{info}/METADATA": meta,
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: servebench-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{f},,\n" for f in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(path, "w") as z:
+        for f, text in files.items():
+            z.writestr(f, text)
+    return path
+
+
 def by_id(catalog, profile_id: str):
     return next(p for p in catalog.profiles if p.id == profile_id)
 

@@ -6,29 +6,14 @@ import os
 import shlex
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from servebench.tools import CLIENT_ENV, PINS
-from tests.conftest import edit, run_cli
+from tests.conftest import edit, run_cli, wheel
 
 KIMI = "kimi-k3-gb200-dep-c32"
-
-
-def wheel(folder: Path, name: str = "sbdemo", version: str = "1.0") -> Path:
-    """A pure-Python wheel made here (pip then needs no index)."""
-    path = folder / f"{name}-{version}-py3-none-any.whl"
-    info = f"{name}-{version}.dist-info"
-    files = {f"{name}/__init__.py": f"VERSION = {version!r}\n",
-             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: servebench-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    files[f"{info}/RECORD"] = "".join(f"{f},,\n" for f in [*files, f"{info}/RECORD"])
-    with zipfile.ZipFile(path, "w") as z:
-        for f, text in files.items():
-            z.writestr(f, text)
-    return path
 
 
 def make(target: Path, pins: Path, *reqs: str) -> subprocess.Popen:

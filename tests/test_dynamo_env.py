@@ -6,30 +6,14 @@ import os
 import stat
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from servebench.tools import DYNAMO_ENV
+from tests.conftest import wheel
 
 pytestmark = pytest.mark.offline
-
-
-def wheel(folder: Path, name: str, version: str, says: str, requires: tuple[str, ...] = ()) -> Path:
-    """A pure-Python wheel made here whose module says where it came from."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}-{version}-py3-none-any.whl"
-    info = f"{name}-{version}.dist-info"
-    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n"
-                                                                                  for r in requires)
-    files = {f"{name}/__init__.py": f"SAYS = {says!r}\n", f"{info}/METADATA": meta,
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: servebench-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    files[f"{info}/RECORD"] = "".join(f"{f},,\n" for f in [*files, f"{info}/RECORD"])
-    with zipfile.ZipFile(path, "w") as z:
-        for f, text in files.items():
-            z.writestr(f, text)
-    return path
 
 
 def run(python: str, *args: str, index: Path | None) -> subprocess.Popen:
@@ -55,7 +39,8 @@ def test_steps_at_once_build_the_commits_runtime_once_and_each_installs_it_witho
     assert lines == ["made", "made already", "made already"], said
     assert sorted(p.name for p in house.parent.iterdir()) == ["sbdyn-1", "sbdyn-1.lock"]       # no half-made copy
     assert stat.S_IMODE((house.parent / "sbdyn-1.lock").stat().st_mode) == 0o666                # any user's lock
-    assert sorted(p.name for p in house.glob("*.whl")) == ["sbdyn-1.0-py3-none-any.whl", "sbdyn_dep-2.0-py3-none-any.whl",
+    assert sorted(p.name for p in house.glob("*.whl")) == ["sbdyn-1.0-py3-none-any.whl",
+                                                           "sbdyn_dep-2.0-py3-none-any.whl",
                                                            "sbdyn_runtime-1.0-py3-none-any.whl"]
     # a step: a fresh environment (the image), the wheelhouse only, no index reachable
     image = tmp_path / "image"

@@ -46,7 +46,7 @@ def test_each_server_process_runs_its_preamble_in_its_own_step(catalog):
     # #52 item 1: the runtime built at the recipe's commit, once, into the shared cache's wheelhouse; no pip per step
     source = "git+https://github.com/ai-dynamo/dynamo.git@ba83080ecd31c1ce918559e576d3c5bc9e092ff1"
     assert install["argv"][:2] == ["python3", "/servebench-tools/dynamo_env.py"]
-    assert install["argv"][2].startswith("/mnt/lustre01/users-public/sa-shared/servebench/cache/dynamo/ai-dynamo-runtime")
+    assert install["argv"][2].startswith(f"{NV_IMAGE.split('/images/')[0]}/cache/dynamo/ai-dynamo-runtime-")
     assert install["argv"][3:] == [f"ai-dynamo-runtime @ {source}#subdirectory=lib/bindings/python",
                                    f"ai-dynamo @ {source}"]
     assert {tuple(p.preamble[1]["argv"]) for p in servers} == {tuple(install["argv"])}    # one wheelhouse for all

@@ -199,7 +199,8 @@ OTHER_LAYOUTS = {
     "load/aiperf/records.py": "AIPerf's own export files (its phase manifest, its log) inside its output folder",
     "core/listeners.py": "the kernel's /proc, not a results folder",
     "server/ports.py": "the host's port leases (/tmp/servebench-ports), shared by every session, not a results folder",
-    "history/measurements.py": "the checkout's records of the suite's own timings (measurements/), not a results folder",
+    "history/measurements.py": "the checkout's records of the suite's own timings (measurements/), not a results "
+                               "folder",
 }
 RESULT_FILES = ("history.sqlite", "summary.md", "manifest.json", "result.json", "requests.csv", "trace.jsonl",
                 "report.html",

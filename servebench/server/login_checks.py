@@ -35,8 +35,8 @@ def before_sbatch(profile: Profile, request: AllocationRequest) -> list[Finding]
 
 def unbuilt_dynamo(profile: Profile, request: AllocationRequest) -> list[Finding]:
     """A build from source that the shared cache does not hold yet (a Dynamo commit: GitHub, git and a Rust
-    toolchain, which a GB200 node's vLLM image may lack; the frontend's own ``unbuilt``), which the job's first step would run while every node of
-    the job waits. Said where the login node sees the cache."""
+    toolchain, which a GB200 node's vLLM image may lack; the frontend's own ``unbuilt``), which the job's first step
+    would run while every node of the job waits. Said where the login node sees the cache."""
     cache = shared_cache(profile, request.workdir)       # the results folder's own, unless the cluster names one
     named = profile.cluster.runtime.client.cache
     if named and not any(inside(cache, folder) for folder in profile.cluster.slurm.login_sees):
@@ -58,8 +58,8 @@ def login_findings(profile: Profile, where: Placement, dropped: tuple[str, ...] 
     out, cl, image = [], profile.cluster, profile.recipe.model.container
     if image and image.lower() != "none" and not where.containers:
         out.append(Finding(LOGIN, None, "image", "container image",
-                           f"the recipe runs in {image}; cluster {cl.name} runs no containers, so every process runs in "
-                           f"{where.python} instead (its versions are checked on the nodes)",
+                           f"the recipe runs in {image}; cluster {cl.name} runs no containers, so every process "
+                           f"runs in {where.python} instead (its versions are checked on the nodes)",
                            "run on a cluster with slurm.pyxis: true to check the image itself"))
     out += missing_images(profile, where.containers)
     if dropped:
@@ -125,7 +125,8 @@ def mount_findings(profile: Profile, absent: dict[str, list[str] | None], infra:
                                f"{path} does not exist on {seen_from}: the discovery step (etcd, NATS) cannot start, "
                                "and no worker registers",
                                "put the release binary for the nodes' architecture there (docs/clusters.md, "
-                               f"\"etcd and NATS\"), or set runtime.infra in recipes/clusters/{profile.cluster.name}.yaml"))
+                               "\"etcd and NATS\"), or set runtime.infra in "
+                               f"recipes/clusters/{profile.cluster.name}.yaml"))
         for path in [p for p in paths or [] if p not in infra]:
             out.append(Finding(node, None, "model" if path in model else "mount", "container mount",
                                f"{path} does not exist on {seen_from}: enroot refuses to start a container that "

@@ -97,10 +97,11 @@ def answered(p: Judged) -> Check | None:
 
 
 def stall(p: Judged) -> Check:
-    """Nothing stood still inside the measured window, to its end, for longer than profile.gates.max_stall_s: a stopped or hung engine holds its requests while its token counters stop (the
-    frozen request counted as no error and the point passed, #35); a stopped load generator leaves the server idle,
-    and what it then records is its own delay (a 20 s window measured as 73 s); a stopped API server answers no
-    counter scrape at all (no slice to read, #54)."""
+    """Nothing stood still inside the measured window, to its end, for longer than profile.gates.max_stall_s: a
+    stopped or hung engine holds its requests while its token counters stop (the frozen request counted as no error
+    and the point passed, #35); a stopped load generator leaves the server idle, and what it then records is its own
+    delay (a 20 s window measured as 73 s); a stopped API server answers no counter scrape at all (no slice to read,
+    #54)."""
     result, bound = p.result, p.gates.max_stall_s
     s, gen, limit = result.series, result.run.generator, f"profile.gates.max_stall_s = {number(bound, 's')} s"
     if s is None:

@@ -68,7 +68,8 @@ class DynamoFrontend(Frontend):
                 *_frontend_args(r.frontend.args or {})]
         steps, needs = preamble(env)
         front = ProcSpec(0, "frontend", "frontend", tuple(argv), env, preamble=steps,
-                         container=Container(where.image, where.mounts), needs=needs, runner=(where.python, where.tools))
+                         container=Container(where.image, where.mounts), needs=needs,
+                         runner=(where.python, where.tools))
         return [*(_infra(where, infra) if infra else []), front]
 
     def install(self, profile, where) -> list[dict[str, Any]]:
