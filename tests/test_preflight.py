@@ -115,6 +115,34 @@ def test_a_rehearsal_with_the_clusters_own_installs_stops_before_sbatch_where_a_
     assert not (tmp_path / "kimi-k3-gb200-dep_offload" / "logs").exists()       # no step ran
 
 
+def test_stage_builds_the_pinned_dynamo_once_in_a_one_node_job_in_the_recipes_image(slurm, serve_venv, catalog,
+                                                                                    tmp_path, monkeypatch):
+    """#52 item 1: `servebench stage --dynamo` builds the recipe's Dynamo into the shared cache's wheelhouse in a
+    one-node srun job, in the recipe's image through real pyxis, with the interpreter the steps install with; the
+    before-sbatch finding then goes, and a second stage runs no job. A wheel made here stands for the commit's build
+    (this machine does not reach GitHub)."""
+    from servebench.cli.components import build_dynamo
+    from servebench.core.results_folder import ResultsFolder
+    from servebench.server import login_checks, preflight
+    from servebench.server.assembly import Assembly
+    from servebench.server.frontends import dynamo
+    from tests.conftest import wheel
+    prof = preflight.retarget(by_id(catalog, "kimi-k3-gb200-dep_offload"), catalog.clusters["gb200-local"], True)
+    results = ResultsFolder.at(tmp_path / "results")
+    req = Assembly(prof, results, "RUN").request()
+    assert [f.check for f in login_checks.unbuilt_dynamo(prof, req)] == ["build from source"]
+    built = wheel(results.hf_cache / "dynamo" / "src", "sbdyn", "1.0", "the commit")
+    monkeypatch.setattr(dynamo, "dynamo_requirements", lambda profile: [str(built)])
+    assert build_dynamo([prof], results) == 0
+    (house,) = [p for p in (results.hf_cache / "dynamo").iterdir() if p.name.startswith("sbdyn-")
+                and p.suffix != ".lock"]
+    assert json.loads((house / "requirements.json").read_text()) == ["sbdyn-1.0-py3-none-any.whl"]
+    assert (house / ".servebench-env").read_text().startswith("cpython 3.")
+    assert login_checks.unbuilt_dynamo(prof, req) == [] and squeue("servebench-dynamo-build") == []
+    monkeypatch.setattr("subprocess.run", lambda *a, **k: pytest.fail(f"a second build ran {a}"))
+    assert build_dynamo([prof], results) == 0
+
+
 def test_a_port_the_recipe_pins_held_by_another_session_is_one_finding(slurm, serve_venv, bare_nodes, tmp_path):
     """The GB200 recipes pin the DP RPC port (13345); on this host another session may hold it. Preflight says so in
     one line with the holder, releases the nodes, and prints no traceback."""

@@ -131,14 +131,17 @@ def drafts(profiles) -> dict[str, str]:
 
 def build_dynamo(profiles, results: ResultsFolder) -> int:
     """Each profile's pinned Dynamo built once into its wheelhouse (servebench/tools/dynamo_env.py --make-only), in
-    a one-node srun job in the recipe's image with the profile's mounts, where the wheelhouse is missing: the job's
-    steps then install it from there, with no network and no compiler."""
+    a one-node srun job in the recipe's image with the interpreter its steps install with, where the wheelhouse is
+    missing: the job's steps then install it from there, with no network and no compiler. The job mounts what this
+    host sees of the profile's mounts (the tools, the shared cache, shared storage), not a node's own disks."""
+    import dataclasses
+
     from servebench.cluster.srun import one_node_job
     from servebench.server import frontends
     from servebench.server.assembly import Assembly
     status, done = 0, set()
     for p in profiles:
-        assembly = Assembly(p, results, "stage", dry=True)
+        assembly = Assembly(p, results, "stage", dry=True, root=Path.cwd())
         req = assembly.request()
         steps = frontends.of(p.recipe.frontend.type).install(p, assembly.placement(assembly.allocate(req)))
         if not steps:
@@ -150,6 +153,10 @@ def build_dynamo(profiles, results: ResultsFolder) -> int:
             print(f"servebench stage: {p.id}: Dynamo built already ({house})")
             continue
         done.add(house)
+        Path(house).parent.mkdir(parents=True, exist_ok=True)
+        seen = {src: dst for src, dst in req.container_mounts.items() if Path(src).exists()}
+        seen[str(Path(house).parent)] = str(Path(house).parent)     # the wheelhouses, at their own path
+        req = dataclasses.replace(req, container_mounts=seen)
         argv = [steps[0]["argv"][0], tool, "--make-only", house, *requirements]
         partition, account = p.recipe.slurm.partition or p.cluster.slurm.partition, \
             p.recipe.slurm.account or p.cluster.slurm.account

@@ -154,5 +154,6 @@ def made_dir(cache: str, kind: str, requirements, *inputs) -> str:
     """A folder of the shared cache named after what makes it: a change of any input makes a new one beside the
     old, and the same inputs find the one made before."""
     digest = hashlib.sha256(json.dumps([list(requirements), *inputs]).encode()).hexdigest()[:12]
-    name = re.sub(r"[^A-Za-z0-9.]+", "-", requirements[0].split(" @ ")[0]).strip("-")[:60]     # not a URL
+    first = requirements[0].split(" @ ")[0].rsplit("/", 1)[-1]          # a name, never a URL or a wheel's folder
+    name = re.sub(r"[^A-Za-z0-9.]+", "-", first).strip("-")[:60]
     return f"{cache.rstrip('/')}/{kind}/{name}-{digest}"
