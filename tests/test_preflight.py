@@ -6,6 +6,7 @@ preamble in the worker's container. It must find what cannot exist off-cluster a
 import json
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -138,7 +139,11 @@ def test_stage_builds_the_pinned_dynamo_once_in_a_one_node_job_in_the_recipes_im
                 and p.suffix != ".lock"]
     assert json.loads((house / "requirements.json").read_text()) == ["sbdyn-1.0-py3-none-any.whl"]
     assert (house / ".servebench-env").read_text().startswith("cpython 3.")
-    assert login_checks.unbuilt_dynamo(prof, req) == [] and squeue("servebench-dynamo-build") == []
+    assert login_checks.unbuilt_dynamo(prof, req) == []
+    deadline = time.monotonic() + 60            # srun has returned; Slurm may still list the job as COMPLETING
+    while squeue("servebench-dynamo-build") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert squeue("servebench-dynamo-build") == []
     monkeypatch.setattr("subprocess.run", lambda *a, **k: pytest.fail(f"a second build ran {a}"))
     assert build_dynamo([prof], results) == 0
 
