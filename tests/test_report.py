@@ -281,14 +281,20 @@ def test_ci_workflow_runs_the_readme_test_command():
     ci = (REPO / ".github/workflows/ci.yml").read_text()
     assert ".ci/run" in ci and "results/junit-ci*.xml" in ci and "report.md" in ci
     run = " ".join((REPO / ".ci/run").read_text().replace("\\\n", " ").split())
-    found = re.findall(r'scripts/test -m (\S+|"[^"]+")((?: [\w=/.-]+)?) -p no:cacheprovider '
+    found = re.findall(r'scripts/test -m (\S+|"[^"]+")((?: [\w=/.-]+)*) -p no:cacheprovider '
                        r'--junitxml=results/junit-ci[\w-]*\.xml', run)
     assert len(found) == 6, run
-    # a selection split by folder (`--ignore=F` in one part, `F` in another) counts once
-    split = {(expr, extra.strip().removeprefix("--ignore=")) for expr, extra in found if extra}
-    assert all(sum(e == expr and x.strip().removeprefix("--ignore=") == folder for e, x in found) == 2
-               and (expr, f" --ignore={folder}") in found for expr, folder in split), found
-    parts = list(dict.fromkeys(expr for expr, _ in found))
+    # a selection split by path (`--ignore=P ...` in one part, `P ...` in the other) counts once: the same paths
+    by_expr: dict[str, list[list[str]]] = {}
+    for expr, extra in found:
+        by_expr.setdefault(expr, []).append(extra.split())
+    for expr, extras in by_expr.items():
+        if len(extras) == 2:
+            ignored, named = sorted(extras, key=lambda e: not e[0].startswith("--ignore="))
+            assert sorted(i.removeprefix("--ignore=") for i in ignored) == sorted(named), extras
+        else:
+            assert extras == [[]], (expr, extras)
+    parts = list(by_expr)
     assert len(parts) == 5, found
     # together they select what `scripts/test` alone does (-m "not hardware"), each test once: checked over every
     # combination of the markers a test can carry (offline is set exactly where none of the others is)
