@@ -9,6 +9,7 @@ path nothing mounts fails a download with EROFS, or downloads again in every ste
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Iterator
 
 from servebench.core.errors import Problem
@@ -20,12 +21,6 @@ CACHE_VARIABLES = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFOR
                    "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME")
 # Writable in every enroot container, for the step's life
 CONTAINER_TMP = "/tmp"
-
-
-def inside(path: str, folder: str) -> bool:
-    """``path`` is ``folder`` or below it."""
-    folder = folder.rstrip("/") or "/"
-    return path == folder or path.startswith(folder + "/")
 
 
 def mount_targets(p: Profile) -> list[str]:
@@ -48,8 +43,8 @@ def cache_values(p: Profile) -> list[tuple[list[str], str, str]]:
 def cache_sources(p: Profile) -> set[str]:
     """The host folders of the cluster's and the recipe's mounts that hold a cache folder (the Hub cache)."""
     declared = {**p.cluster.runtime.container_mounts, **p.recipe.container_mounts}
-    values = [value for _, value, _ in cache_values(p)]
-    return {src for src, dst in declared.items() if dst.startswith("/") and any(inside(v, dst) for v in values)}
+    values = [PurePosixPath(value) for _, value, _ in cache_values(p)]
+    return {src for src, dst in declared.items() if dst.startswith("/") and any(v.is_relative_to(dst) for v in values)}
 
 
 def unmounted_caches(p: Profile) -> Iterator[Problem]:
@@ -60,7 +55,7 @@ def unmounted_caches(p: Profile) -> Iterator[Problem]:
         return
     targets = mount_targets(p)
     for path, value, where in cache_values(p):
-        if inside(value, CONTAINER_TMP) or any(inside(value, t) for t in targets):
+        if any(PurePosixPath(value).is_relative_to(folder) for folder in (CONTAINER_TMP, *targets)):
             continue
         message = (f"{path[-1]}={value} inside the container, but no mount of cluster {p.cluster.name} or of the "
                    "recipe provides it: enroot's root is read-only (a download there fails with EROFS) or, written "

@@ -5,9 +5,9 @@ findings about a container mount source that a node lacks (enroot refuses the co
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from servebench.catalog.container_rules import cache_sources, inside
+from servebench.catalog.container_rules import cache_sources
 from servebench.cluster.base import AllocationRequest
 from servebench.cluster.request import draft_dir, image_file, model_argument
 from servebench.recipe.profile import Profile
@@ -24,9 +24,10 @@ def before_sbatch(profile: Profile, request: AllocationRequest) -> list[Finding]
     out = missing_images(profile, bool(request.container_image)) + unbuilt_dynamo(profile, request)
     shared = profile.cluster.slurm.login_sees
     infra = infra_files(profile, request.container_mounts)
-    gone = [path for path in [*request.container_mounts, *infra]
-            if any(inside(path, folder) for folder in shared) and not Path(path).exists()]
-    gone = [path for path in gone if path in infra or not any(inside(f, path) for f in gone if f in infra)]
+    gone = [PurePosixPath(path) for path in [*request.container_mounts, *infra]
+            if any(PurePosixPath(path).is_relative_to(folder) for folder in shared) and not Path(path).exists()]
+    binaries = [path for path in gone if str(path) in infra]
+    gone = [str(path) for path in gone if path in binaries or not any(b.is_relative_to(path) for b in binaries)]
     if gone:            # a folder that held etcd's or NATS's binary is said as those binaries, with their fix
         out += mount_findings(profile, {LOGIN: gone}, infra,
                               seen_from="the login node, which shares it with the nodes (slurm.login_sees)")
@@ -39,7 +40,7 @@ def unbuilt_dynamo(profile: Profile, request: AllocationRequest) -> list[Finding
     would run while every node of the job waits. Said where the login node sees the cache."""
     cache = shared_cache(profile, request.workdir)       # the results folder's own, unless the cluster names one
     named = profile.cluster.runtime.client.cache
-    if named and not any(inside(cache, folder) for folder in profile.cluster.slurm.login_sees):
+    if named and not any(PurePosixPath(cache).is_relative_to(f) for f in profile.cluster.slurm.login_sees):
         return []
     pending = frontends.of(profile.recipe.frontend.type).unbuilt(profile, cache, request.container_image)
     if pending is None:

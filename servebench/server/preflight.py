@@ -28,7 +28,7 @@ from servebench.catalog.flag_rules import OBJECT_FLAGS
 from servebench.core.timeouts import PREFLIGHT_TIMEOUT_S
 from servebench.server import frontends, mounts
 from servebench.server.findings import Finding, Report
-from servebench.server.login_checks import before_sbatch, infra_files, login_findings, mount_findings
+from servebench.server.login_checks import LOGIN, before_sbatch, infra_files, login_findings, mount_findings
 from servebench.server.containers import preamble_said
 from servebench.tools import PREFLIGHT, in_folder, preamble_command
 from servebench.server.placement import DETECT_INTERFACES, Placement
@@ -212,7 +212,7 @@ def allocate_and_check(profile: Profile, results: ResultsFolder, root: Path, ext
     assembly = Assembly(profile, results, run_id, root=root)
     why = assembly.backend.unavailable()
     if why:
-        return Report(profile.id, [Finding("login", None, "preflight", "allocation", f"cannot allocate on "
+        return Report(profile.id, [Finding(LOGIN, None, "preflight", "allocation", f"cannot allocate on "
                                            f"{profile.cluster.name}: {why}")])
     req = assembly.request()
     missing = before_sbatch(profile, req)
@@ -224,7 +224,7 @@ def allocate_and_check(profile: Profile, results: ResultsFolder, root: Path, ext
         try:
             where, sp = assembly.plan(alloc)
         except PortTaken as err:        # another session on this host holds a port the recipe pins
-            return Report(profile.id, [Finding("login", None, "ports", "pinned port", str(err))])
+            return Report(profile.id, [Finding(LOGIN, None, "ports", "pinned port", str(err))])
         absent = mounts_report(profile, alloc, where, assembly.folder, start)
         if absent is not None:      # before etcd/NATS: their containers mount the same folders
             return absent
