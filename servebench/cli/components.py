@@ -139,16 +139,18 @@ def build_dynamo(profiles, results: ResultsFolder) -> int:
     from servebench.cluster.srun import one_node_job
     from servebench.server import frontends
     from servebench.server.assembly import Assembly
+    from servebench.server.frontends.dynamo import DynamoFrontend, dynamo_env_argv, wheelhouse
     status, done = 0, set()
     for p in profiles:
         assembly = Assembly(p, results, "stage", dry=True, root=Path.cwd())
         req = assembly.request()
-        steps = frontends.of(p.recipe.frontend.type).install(p, assembly.placement(assembly.allocate(req)))
-        if not steps:
+        where = assembly.placement(assembly.allocate(req))
+        front = frontends.of(p.recipe.frontend.type)
+        if not (isinstance(front, DynamoFrontend) and front.install(p, where)):
             print(f"servebench stage: {p.id}: no Dynamo to build (dynamo.install or the cluster's "
                   "runtime.dynamo_install is off)")
             continue
-        tool, house, *requirements = steps[0]["argv"][1:]
+        house = wheelhouse(p, where)
         if house in done or Path(house).is_dir():
             print(f"servebench stage: {p.id}: Dynamo built already ({house})")
             continue
@@ -157,7 +159,7 @@ def build_dynamo(profiles, results: ResultsFolder) -> int:
         seen = {src: dst for src, dst in req.container_mounts.items() if Path(src).exists()}
         seen[str(Path(house).parent)] = str(Path(house).parent)     # the wheelhouses, at their own path
         req = dataclasses.replace(req, container_mounts=seen)
-        argv = [steps[0]["argv"][0], tool, "--make-only", house, *requirements]
+        argv = dynamo_env_argv(p, where, make_only=True)
         partition, account = p.recipe.slurm.partition or p.cluster.slurm.partition, \
             p.recipe.slurm.account or p.cluster.slurm.account
         ran = subprocess.run(one_node_job("servebench-dynamo-build", partition, account, argv, req),

@@ -77,8 +77,7 @@ class DynamoFrontend(Frontend):
         lacks it (or by `servebench stage --dynamo`), then installed from there with no network in every step."""
         if not (profile.recipe.dynamo.install and where.dynamo_install):
             return []
-        return [{"name": "dynamo", "argv": [where.python, in_folder(where.tools, DYNAMO_ENV),
-                                            wheelhouse(profile, where), *dynamo_requirements(profile)]}]
+        return [{"name": "dynamo", "argv": dynamo_env_argv(profile, where)}]
 
     def unbuilt(self, profile, cache: str, image: str | None) -> tuple[str, str, str] | None:
         """A Dynamo from a source commit whose wheelhouse is not built yet."""
@@ -164,6 +163,13 @@ def dynamo_requirements(profile) -> list[str]:
         source = f"git+{DYNAMO_REPO}@{d.hash or 'main'}"
         return [f"ai-dynamo-runtime @ {source}#subdirectory=lib/bindings/python", f"ai-dynamo @ {source}"]
     return [f"ai-dynamo=={d.version}", f"ai-dynamo-runtime=={d.version}"]
+
+
+def dynamo_env_argv(profile, where, make_only: bool = False) -> list[str]:
+    """tools/dynamo_env.py's command for the recipe's Dynamo: make the wheelhouse if missing and install from it (a
+    step's preamble), or only make it (``make_only``: `servebench stage --dynamo`)."""
+    return [where.python, in_folder(where.tools, DYNAMO_ENV), *(["--make-only"] if make_only else []),
+            wheelhouse(profile, where), *dynamo_requirements(profile)]
 
 
 def wheelhouse(profile, where) -> str:
