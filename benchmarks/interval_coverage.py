@@ -8,12 +8,12 @@ of each length, by send time (requests) and by slice end (series). In every wind
 print for that window is computed by the suite's own code, and checked against the truth: the same quantity over
 the whole recording.
 
-* **Attainment** (servebench.results.slo.tier_result, 95%): for each tier the point stores whose share over the
+* **Attainment** (rackbench.results.slo.tier_result, 95%): for each tier the point stores whose share over the
   whole recording is between 2% and 98%, and for tiers set at the recording's own 75th, 85th and 93rd percentiles
   of TTFT and TPOT (so every recording is judged near a boundary, where the interval matters).
-* **Throughput** (servebench.load.steady.analyse, 95%): the window's output-token series, its mean after MSER-5
+* **Throughput** (rackbench.load.steady.analyse, 95%): the window's output-token series, its mean after MSER-5
   truncation with its batch-means interval, against the whole series' mean after truncation.
-* **TTFT and TPOT p99 upper bounds** (servebench.load.steady.quantile_upper, 99%): the window's bound on the
+* **TTFT and TPOT p99 upper bounds** (rackbench.load.steady.quantile_upper, 99%): the window's bound on the
   effective size in time, against the whole recording's p99. A window whose requests are too few (in effective
   size) for a bound claims nothing and is counted apart.
 
@@ -41,15 +41,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from servebench.core.files import write_json  # noqa: E402
-from servebench.core.results_folder import ResultsFolder  # noqa: E402
-from servebench.core.stats import wilson  # noqa: E402
-from servebench.history.store import requests_of  # noqa: E402
-from servebench.load import steady  # noqa: E402
-from servebench.load.records import Request  # noqa: E402
-from servebench.recipe.schema.sweep import SloTier  # noqa: E402
-from servebench.results import slo  # noqa: E402
-from servebench.results.model import parse  # noqa: E402
+from rackbench.core.files import write_json  # noqa: E402
+from rackbench.core.results_folder import ResultsFolder  # noqa: E402
+from rackbench.core.stats import wilson  # noqa: E402
+from rackbench.history.store import requests_of  # noqa: E402
+from rackbench.load import steady  # noqa: E402
+from rackbench.load.records import Request  # noqa: E402
+from rackbench.recipe.schema.sweep import SloTier  # noqa: E402
+from rackbench.results import slo  # noqa: E402
+from rackbench.results.model import parse  # noqa: E402
 
 DEFAULT = [REPO / "tests/data/grid-cpu", REPO / "tests/data/h200-7b-long", REPO / "tests/data/long-cpu",
            REPO / "tests/data/long-h200/long"]

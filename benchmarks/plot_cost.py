@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""What a report's plots cost at the PNG compression servebench uses against zlib's default, in one run.
+"""What a report's plots cost at the PNG compression rackbench uses against zlib's default, in one run.
 
     .venv/bin/python benchmarks/plot_cost.py [FOLDER] [--repeat N]
 
-FOLDER (default: tests/data/h200-7b, the recorded 7B pair) is a results folder; every plot ``servebench report``
-draws for it (servebench.report.files.write: the Pareto plots, each offload pair's, each point's time series) is
-drawn at servebench.report.plots.PNG_COMPRESS_LEVEL and at level 6 (PIL's default) in turn, N rounds each (default
+FOLDER (default: tests/data/h200-7b, the recorded 7B pair) is a results folder; every plot ``rackbench report``
+draws for it (rackbench.report.files.write: the Pareto plots, each offload pair's, each point's time series) is
+drawn at rackbench.report.plots.PNG_COMPRESS_LEVEL and at level 6 (PIL's default) in turn, N rounds each (default
 3). Printed: CPU seconds of this process per round (the fastest of N), bytes written, and the ratios of the two.
 Rounds alternate so that a machine whose speed drifts affects both alike; CPU time is process time, serial.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from servebench.report import files, plots  # noqa: E402
+from rackbench.report import files, plots  # noqa: E402
 
 REFERENCE_LEVEL = 6          # PIL's default zlib level, what matplotlib's savefig uses unless told
 
@@ -65,7 +65,7 @@ def main() -> int:
     (cpu, size), (ref_cpu, ref_size) = (min(runs[level]) for level in (ours, REFERENCE_LEVEL))
     n = len(list((Path(folder) / "points").glob("*.json")))
     print(f"{folder}: {n} points; saving every plot of its report (the fastest of {args.repeat} rounds, CPU, serial)")
-    print(f"  zlib level {ours} (servebench):  {cpu:6.2f} CPU-s  {size / 1e6:6.2f} MB")
+    print(f"  zlib level {ours} (rackbench):  {cpu:6.2f} CPU-s  {size / 1e6:6.2f} MB")
     print(f"  zlib level {REFERENCE_LEVEL} (reference):   {ref_cpu:6.2f} CPU-s  {ref_size / 1e6:6.2f} MB")
     print(f"  ratio: {cpu / ref_cpu:.2f}x the CPU, {size / ref_size:.2f}x the bytes")
     return 0

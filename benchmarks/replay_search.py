@@ -10,16 +10,16 @@ A grid is the points of one server at several concurrencies, each a fixed-length
 and their points together must hold one point per concurrency, each carrying the tier (its stored ``slo`` gives the
 limits and the target).
 
-**The reference** is the full grid: each point judged on all its profiled requests (servebench.results.slo,
+**The reference** is the full grid: each point judged on all its profiled requests (rackbench.results.slo,
 Wilson on an effective sample size), the answer the highest concurrency met below the first one not met (the
-bracket of servebench.results.search.Search over every point).
+bracket of rackbench.results.search.Search over every point).
 
 **A replay** runs that search (doubling from the lowest concurrency, then bisection) over the grid's concurrencies:
 a bisection's midpoint is taken to the grid concurrency nearest it strictly inside the bracket, and with none left
 the search is resolved at the grid's resolution. Each probe replays its point's recorded requests from a random
 offset (uniform in [0, duration - cap]) through the live rule of ``--run-length decide``
-(servebench.load.stopping.DecideController: at checkpoints min_s x growth^k, at least 100 requests, each look at
-its Bonferroni confidence, servebench.results.slo.judged_at_look): it ends at the first look that resolves its tier,
+(rackbench.load.stopping.DecideController: at checkpoints min_s x growth^k, at least 100 requests, each look at
+its Bonferroni confidence, rackbench.results.slo.judged_at_look): it ends at the first look that resolves its tier,
 else at the cap, judged then on all it saw at the same confidence (the cap is the last planned look). A request counts at a look once it has ended, as the live reader sees
 it. A live probe starts on an idle server while a replayed one starts mid-recording: the replay ignores that
 warm-up, and says so.
@@ -39,19 +39,20 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from servebench.core.results_folder import ResultsFolder  # noqa: E402
-from servebench.history.store import requests_of  # noqa: E402
-from servebench.load.records import Request  # noqa: E402
-from servebench.load.stopping import DecideController  # noqa: E402
-from servebench.recipe.schema.sweep import SloTier, StopRule  # noqa: E402
-from servebench.results import slo  # noqa: E402
-from servebench.results.model import parse  # noqa: E402
-from servebench.results.search import Probe, Search  # noqa: E402
+from rackbench.core.results_folder import ResultsFolder  # noqa: E402
+from rackbench.history.store import requests_of  # noqa: E402
+from rackbench.load.records import Request  # noqa: E402
+from rackbench.load.stopping import DecideController  # noqa: E402
+from rackbench.recipe.schema.sweep import SloTier, StopRule  # noqa: E402
+from rackbench.results import slo  # noqa: E402
+from rackbench.results.model import parse  # noqa: E402
+from rackbench.results.search import Probe, Search  # noqa: E402
 
 DEFAULT = REPO / "tests/data/grid-cpu"
 
@@ -65,6 +66,7 @@ class GridPoint:
     duration_s: float                 # the recorded profiling window
     gpus: int
     tier: SloTier
+    startup_s: float = 0.0            # the point's start to its first profiled request (whole seconds: started_at's)
 
 
 def grid(folders: list[Path], tier: str, define: SloTier | None = None, profile: str | None = None) -> list[GridPoint]:
@@ -92,8 +94,9 @@ def grid(folders: list[Path], tier: str, define: SloTier | None = None, profile:
                 sys.exit(f"replay_search: {path}: a second point at c{c} (the first: {out[c].case_id}); give the "
                          "folders of one grid")
             t0 = sent[0].start_s
+            started = datetime.fromisoformat(str(r.identity.started_at)).timestamp()
             out[c] = GridPoint(c, r.identity.case_id, sent, t0, max(q.end_s for q in sent) - t0, r.throughput.gpus,
-                               define or SloTier(**t.limits, attainment=t.target))
+                               define or SloTier(**t.limits, attainment=t.target), max(0.0, t0 - started))
     if len(out) < 2:
         sys.exit(f"replay_search: {len(out)} point(s) with tier {tier!r} under {', '.join(map(str, folders))}: a grid "
                  "needs two concurrencies or more")
@@ -133,8 +136,10 @@ def probe(p: GridPoint, tier: str, rule: StopRule, cap_s: float, offset_s: float
 
 
 def search(points: list[GridPoint], tier: str, rule: StopRule, cap_s: float, tolerance: float, rng: random.Random,
-           max_probes: int = 12) -> tuple[tuple[int | None, int | None], float, int]:
-    """One replayed search: (its bracket, the GPU-seconds its probes took, how many probes ran)."""
+           max_probes: int = 12, at_start: bool = False, startup_s=None) -> tuple[tuple[int | None, int | None], float, int]:
+    """One replayed search: (its bracket, the GPU-seconds its probes took, how many probes ran). Each probe starts at a
+    random offset into its recording, or with ``at_start`` at its beginning (what a live probe sees after the same
+    warm-up); ``startup_s(point)``, when given, adds each probe's seconds before profiling to what it took."""
     by_c = {p.concurrency: p for p in points}
     grid_c = sorted(by_c)
     s = Search(grid_c[0], grid_c[-1], tolerance, max_probes)
@@ -151,9 +156,9 @@ def search(points: list[GridPoint], tier: str, rule: StopRule, cap_s: float, tol
         if any(x.concurrency == c for x in s.probes):
             break
         p = by_c[c]
-        got, ran = probe(p, tier, rule, cap_s, rng.uniform(0.0, max(0.0, p.duration_s - cap_s)))
+        got, ran = probe(p, tier, rule, cap_s, 0.0 if at_start else rng.uniform(0.0, max(0.0, p.duration_s - cap_s)))
         s.add(got)
-        spent += ran * p.gpus
+        spent += (ran + (startup_s(p) if startup_s else 0.0)) * p.gpus
     return s.bracket, spent, len(s.probes)
 
 

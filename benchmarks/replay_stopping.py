@@ -5,7 +5,7 @@
                                                    [--min-requests 662] [--growth 1.5]
 
 For each recorded point (a result of schema 4 with its series: the engines' output tokens per slice), the rule is
-applied at its checkpoints to the series as it was at that time (servebench.load.stopping.decide, the code a live
+applied at its checkpoints to the series as it was at that time (rackbench.load.stopping.decide, the code a live
 run uses), and the point's full series gives the reference: its steady mean and 95% interval (MSER-5 truncation,
 batch means). Printed per point: where the rule would have stopped, that time as a share of the full duration, the
 early 95% interval, and whether it covers the mean of what the same run measured after the stop (data the early
@@ -28,10 +28,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from servebench.core.stats import wilson  # noqa: E402
-from servebench.load import steady, stopping  # noqa: E402
-from servebench.recipe.schema.sweep import StopRule  # noqa: E402
-from servebench.results.model import parse  # noqa: E402
+from rackbench.core.stats import wilson  # noqa: E402
+from rackbench.load import steady, stopping  # noqa: E402
+from rackbench.recipe.schema.sweep import StopRule  # noqa: E402
+from rackbench.results.model import parse  # noqa: E402
 
 DEFAULT = [REPO / "tests/data/long-cpu", REPO / "tests/data/long-h200", REPO / "tests/data/h200-7b-long"]
 

@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
-"""What prefix reuse the traces of points recorded before servebench/tools/trace_reuse.py existed allowed, against what
+"""What prefix reuse the traces of points recorded before rackbench/tools/trace_reuse.py existed allowed, against what
 their servers reused (#33 item 1 on recorded data), offline.
 
     .venv/bin/python benchmarks/reuse_of_recorded.py TOKENIZER_DIR FOLDER... [--recipes DIR] [--python PY]
 
 Each point's trace is made again from its profile in DIR (default: this checkout's recipes) and its run id: the same
-parameters and seed give the same bytes (servebench.load.traces), and the profile's load fingerprint must be the one
+parameters and seed give the same bytes (rackbench.load.traces), and the profile's load fingerprint must be the one
 the point recorded (else: give --recipes the recipes of the point's commit, ``git archive <commit> recipes | tar x
 -C DIR``). The trace is measured by the tool under PY (an interpreter with tokenizers and jinja2; default the AIPerf
 venv of scripts/install-servers) with the tokenizer and chat template in TOKENIZER_DIR, and judged as a live point's
-is (servebench.results.reuse.block: the server's block size, what its caches should hold, warm). Printed per point:
+is (rackbench.results.reuse.block: the server's block size, what its caches should hold, warm). Printed per point:
 what the trace allows, what the server reused (GPU prefix cache + CPU tier), the gap, whether the caches should have
 held the sessions, and whether it started warm. ``--write`` also stores each point's part as its result's ``reuse``
 (atomically, every other field as recorded; its ``source`` names this script, the recipes and the tokenizer), so that
-``servebench report FOLDER`` prints the gap beside the offload pair's ratio as it does for a point run with the tool.
+``rackbench report FOLDER`` prints the gap beside the offload pair's ratio as it does for a point run with the tool.
 """
 
 from __future__ import annotations
@@ -28,20 +28,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from servebench.catalog.loader import Catalog  # noqa: E402
-from servebench.catalog.points import Point  # noqa: E402
-from servebench.core.files import write_json  # noqa: E402
-from servebench.core.results_folder import ResultsFolder  # noqa: E402
-from servebench.load import traces  # noqa: E402
-from servebench.load.measure import trace_spec  # noqa: E402
-from servebench.results import reuse  # noqa: E402
-from servebench.results.model import parse  # noqa: E402
-from servebench.results.parts import TraceReuse  # noqa: E402
-from servebench.tools import TRACE_REUSE  # noqa: E402
+from rackbench.catalog.loader import Catalog  # noqa: E402
+from rackbench.catalog.points import Point  # noqa: E402
+from rackbench.core.files import write_json  # noqa: E402
+from rackbench.core.results_folder import ResultsFolder  # noqa: E402
+from rackbench.load import traces  # noqa: E402
+from rackbench.load.measure import trace_spec  # noqa: E402
+from rackbench.results import reuse  # noqa: E402
+from rackbench.results.model import parse  # noqa: E402
+from rackbench.results.parts import TraceReuse  # noqa: E402
+from rackbench.tools import TRACE_REUSE  # noqa: E402
 
 
 def measure(point_file: Path, catalog: Catalog, tokenizer: Path, python: str, work: Path) -> dict:
-    """The point's reuse part, as a live run would have written it (servebench.results.reuse.block)."""
+    """The point's reuse part, as a live run would have written it (rackbench.results.reuse.block)."""
     r = parse(json.loads(point_file.read_text()))
     prof = next((p for p in catalog.profiles if p.id == r.identity.profile), None)
     if prof is None:

@@ -3,10 +3,10 @@
 
     .venv/bin/python benchmarks/series_stamps.py [SCRAPES.jsonl] [--slice 0.5]
 
-The reference is how servebench read the scrapes before 57217ea: each stamped when its request went out, a rate per
-pair of consecutive scrapes. servebench now stamps each when its answer came and reads the cumulative counter on a
-regular grid of ``--slice`` (servebench.load.series.token_rates). Both go through the same steady-state analysis
-(servebench.load.steady: MSER-5, batch means, Heidelberger-Welch) at 60, 90 and 120 s of the run; printed per
+The reference is how rackbench read the scrapes before 57217ea: each stamped when its request went out, a rate per
+pair of consecutive scrapes. rackbench now stamps each when its answer came and reads the cumulative counter on a
+regular grid of ``--slice`` (rackbench.load.series.token_rates). Both go through the same steady-state analysis
+(rackbench.load.steady: MSER-5, batch means, Heidelberger-Welch) at 60, 90 and 120 s of the run; printed per
 time: the 95% interval's half-width relative to the mean, the stationarity p-value and the batches, each way, and
 their ratio. Default: tests/data/scrapes-cpu/vllm-c4.jsonl (its README says how it was recorded). Reports the CPU
 time of the analysis itself.
@@ -23,9 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from servebench.load import steady  # noqa: E402
-from servebench.load.series import Sample, token_rates  # noqa: E402
-from servebench.server.counters import Snapshot  # noqa: E402
+from rackbench.load import steady  # noqa: E402
+from rackbench.load.series import Sample, token_rates  # noqa: E402
+from rackbench.server.counters import Snapshot  # noqa: E402
 
 DEFAULT = REPO / "tests/data/scrapes-cpu/vllm-c4.jsonl"
 
@@ -47,7 +47,7 @@ def on_the_grid(rows: list[dict], slice_s: float) -> list[float]:
 
 
 def intervals(rows: list[dict], slice_s: float, at: tuple[float, ...] = (60, 90, 120)) -> list[tuple]:
-    """(seconds, reference analysis, servebench's analysis) for the scrapes up to each time."""
+    """(seconds, reference analysis, rackbench's analysis) for the scrapes up to each time."""
     out = []
     for end in at:
         upto = [r for r in rows if r["answered"] <= end]

@@ -1,6 +1,6 @@
 """The benchmark: one case per (profile, concurrency) point of the recipe catalog.
 
-The fixtures (servebench.plugin.fixtures) allocate the profile's nodes once, start its servers once, and run its
+The fixtures (rackbench.plugin.fixtures) allocate the profile's nodes once, start its servers once, and run its
 load generator (AIPerf) for this point; the result JSON is written before anything here can fail. This test only judges it: once, with the
 verdict stored beside the numbers (so reports show what pytest decided).
 """

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""What generating a trace costs with servebench.load.traces' written-out draws against the plain ``random`` calls
+"""What generating a trace costs with rackbench.load.traces' written-out draws against the plain ``random`` calls
 they stand for, in one run, and that both give the same bytes.
 
     .venv/bin/python benchmarks/trace_cost.py [--sessions N] [--repeat N]
 
 The reference draws each word with ``rng.random``, ``rng.choice`` and ``rng.randint(1, 3)``, the calls the
-generator's words are defined by; servebench's ``_words`` makes the same draws through ``getrandbits`` itself.
+generator's words are defined by; rackbench's ``_words`` makes the same draws through ``getrandbits`` itself.
 Printed: CPU seconds of this process (the fastest of N rounds, alternating, serial) of ``generate`` and of
 ``sessions`` (the walk without words) for a trace of the seed profiles' shape, and their ratios to the reference.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from servebench.load import traces  # noqa: E402
+from rackbench.load import traces  # noqa: E402
 
 
 def reference_words(rng: random.Random, n: int) -> str:
@@ -42,7 +42,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     spec = traces.TraceSpec(sessions=args.sessions, turns=8, system_words=2000)
-    ways = {"reference": (reference_words, reference_words), "servebench": (traces._words, traces._skip_words)}
+    ways = {"reference": (reference_words, reference_words), "rackbench": (traces._words, traces._skip_words)}
     best: dict[tuple[str, str], float] = {}
     lines: dict[str, list] = {}
     for _ in range(args.repeat):
@@ -51,13 +51,13 @@ def main() -> int:
             best[name, "generate"] = min(best.get((name, "generate"), t), t)
             t, _ = cpu(traces._lines, spec, skip)
             best[name, "sessions"] = min(best.get((name, "sessions"), t), t)
-    if lines["servebench"] != lines["reference"]:
+    if lines["rackbench"] != lines["reference"]:
         sys.exit("trace_cost: the written-out draws gave another trace than the reference's calls")
     print(f"{spec.sessions} sessions of {spec.turns} turns, {spec.system_words}-word system prompts: "
-          f"{len(lines['servebench'])} requests, the same in both (CPU, serial, fastest of {args.repeat})")
+          f"{len(lines['rackbench'])} requests, the same in both (CPU, serial, fastest of {args.repeat})")
     for what in ("generate", "sessions"):
-        ours, ref = best["servebench", what], best["reference", what]
-        print(f"  {what:9s} servebench {ours:6.3f} CPU-s, reference {ref:6.3f} CPU-s: {ours / ref:.2f}x")
+        ours, ref = best["rackbench", what], best["reference", what]
+        print(f"  {what:9s} rackbench {ours:6.3f} CPU-s, reference {ref:6.3f} CPU-s: {ours / ref:.2f}x")
     return 0
 
 

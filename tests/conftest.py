@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 # (tokenizer training: 15 s on 2 cores), inspect the model class in a vLLM subprocess again and rebuild matplotlib's
 # font list: every session shares the user's caches (the model cache is keyed by the generator's hash and locked
 # while one is written).
-for _var, _cache in (("SERVEBENCH_CACHE", "servebench"), ("VLLM_CACHE_ROOT", "vllm"), ("MPLCONFIGDIR", "matplotlib")):
+for _var, _cache in (("RACKBENCH_CACHE", "rackbench"), ("VLLM_CACHE_ROOT", "vllm"), ("MPLCONFIGDIR", "matplotlib")):
     os.environ.setdefault(_var, str(Path.home() / ".cache" / _cache))
 NEEDS_MORE = ("local", "slurm", "hardware", "install", "fuzz", "browser")   # what a test may need beyond this checkout
 
@@ -63,7 +63,7 @@ def repo() -> Path:
 
 # The plugins a session of the suite needs: its own, and xdist (whose hooks it implements). Entry points found in this
 # venv beside them (hypothesis, anyio, pytest-timeout) have nothing to do with what those sessions check.
-SUITE_PLUGINS = "xdist.plugin,servebench.plugin"
+SUITE_PLUGINS = "xdist.plugin,rackbench.plugin"
 
 
 @pytest.fixture
@@ -118,7 +118,7 @@ def before_short_summary(out: str) -> str:
 @pytest.fixture(scope="session")
 def catalog():
     """The shipped recipe catalog (read-only; tests that break it use `recipes`)."""
-    from servebench.catalog.loader import Catalog
+    from rackbench.catalog.loader import Catalog
     return Catalog.load(REPO / "recipes")
 
 
@@ -128,7 +128,7 @@ def slurm():
     import os
     import subprocess
 
-    from servebench.cluster.slurm import SlurmBackend
+    from rackbench.cluster.slurm import SlurmBackend
 
     backend = SlurmBackend()
     if backend.unavailable() is None:
@@ -144,10 +144,10 @@ def recorded(point, artifact_dir: Path, *, before=None, after=None, exit_code: i
              run_id: str = "r1", idle_wait_s: float | None = 3.0, stopped_by: str | None = None, power=(),
              telemetry=None):
     """A point's result built from a recorded AIPerf folder, through AIPerf's own reader and the real builder."""
-    from servebench.core.results_folder import CaseFolder
-    from servebench.load.aiperf import records
-    from servebench.load.measure import Measurement
-    from servebench.results.build import build
+    from rackbench.core.results_folder import CaseFolder
+    from rackbench.load.aiperf import records
+    from rackbench.load.measure import Measurement
+    from rackbench.results.build import build
 
     m = Measurement(point, CaseFolder(Path(artifact_dir).parent), run_id, "aiperf", records.read(artifact_dir),
                     exit_code=exit_code, before=before, after=after, idle_wait_s=idle_wait_s,
@@ -167,7 +167,7 @@ def wheel(folder: Path, name: str = "sbdemo", version: str = "1.0", says: str | 
     meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n"
                                                                                   for r in requires)
     files = {f"{name}/__init__.py": f"VERSION = {version!r}\nSAYS = {says!r}\n", f"{info}/METADATA": meta,
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: servebench-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: rackbench-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
     files[f"{info}/RECORD"] = "".join(f"{f},,\n" for f in [*files, f"{info}/RECORD"])
     with zipfile.ZipFile(path, "w") as z:
         for f, text in files.items():
@@ -193,13 +193,13 @@ class CliResult:
 
 
 def run_cli(*args: str, cwd: Path = REPO) -> CliResult:
-    """`servebench ARGS` in this process (as the console script would run it, from ``cwd``): the CLI's own
-    logic without an interpreter start per call. tests/test_cli.py runs `python -m servebench` for real once."""
+    """`rackbench ARGS` in this process (as the console script would run it, from ``cwd``): the CLI's own
+    logic without an interpreter start per call. tests/test_cli.py runs `python -m rackbench` for real once."""
     import contextlib
     import io
     import os
 
-    from servebench.cli import main
+    from rackbench.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     old = os.getcwd()

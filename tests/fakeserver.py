@@ -4,7 +4,7 @@ failing). It tests the suite's own fault handling; no benchmark case ever measur
     python tests/fakeserver.py --port P [--error-every N] [--disconnect-every N] [--fail-all]
 
 Failures are deterministic: request k (1-based) fails when k % N == 0, so N=5 injects exactly 20%.
-It speaks what AIPerf and servebench read: streaming /v1/chat/completions with a usage chunk, /v1/models,
+It speaks what AIPerf and rackbench read: streaming /v1/chat/completions with a usage chunk, /v1/models,
 /health, /version and vLLM-style /metrics counters.
 """
 

@@ -7,12 +7,12 @@ import shutil
 
 import pytest
 
-from servebench.catalog.points import Point
-from servebench.core.results_folder import ResultsFolder
-from servebench.history.compare import Change
-from servebench.report import ab, offload
-from servebench.report.files import write
-from servebench.server import counters
+from rackbench.catalog.points import Point
+from rackbench.core.results_folder import ResultsFolder
+from rackbench.history.compare import Change
+from rackbench.report import ab, offload
+from rackbench.report.files import write
+from rackbench.server import counters
 from tests.conftest import REPO, by_id, recorded
 
 H200 = REPO / "tests/data/h200/ctx16k"
@@ -144,8 +144,8 @@ def test_arms_with_unequal_ready_workers_get_no_ratio_and_a_lost_worker_fails_it
     """#33 item 3 (Dynamo's KV-router A/B guide: unequal Ready workers void a comparison): each point records the
     serving instances ready at its start; a pair whose arms had other counts is no A/B, and a point that started with
     fewer than its deployment came up with fails, saying so."""
-    from servebench.results.model import parse
-    from servebench.results.verdict import judge
+    from rackbench.results.model import parse
+    from rackbench.results.verdict import judge
     out = folder_of_the_pair(catalog, tmp_path)
     for name, ready in (("llama-770m-h200-vllm-c8", 2), ("llama-770m-h200-vllm_offload-c8", 1)):
         edit_point(out, name, lambda d, ready=ready: d["run"].update(ready_workers=ready, expected_workers=2))
@@ -177,15 +177,15 @@ def test_the_kv_routers_applied_events_are_read_from_the_frontends_page_by_statu
     other = 'dynamo_kvrouter_kv_cache_events_applied_total{event_type="stored",status="ok"} 7\n'
     assert counters.kv_events(other) == {"ok": 7.0}
     assert counters.kv_events("dynamo_frontend_requests_total 9\n") is None
-    from servebench.results.build import kv_events_delta
+    from rackbench.results.build import kv_events_delta
     assert kv_events_delta({"ok": 15.0}, {"ok": 40.0, "block_not_found": 2.0}) == {"block_not_found": 2.0, "ok": 25.0}
     assert kv_events_delta(None, {"ok": 1.0}) is None
 
 
 def test_only_a_kv_router_is_asked_for_its_events(catalog):
     from types import SimpleNamespace
-    from servebench.server.frontends.dynamo import DynamoFrontend
-    from servebench.server.frontends.vllm import VllmFrontend
+    from rackbench.server.frontends.dynamo import DynamoFrontend
+    from rackbench.server.frontends.vllm import VllmFrontend
     plan = SimpleNamespace(api_url="http://h:8000")
     kv, rr = by_id(catalog, "kimi-k3-gb200-dep"), by_id(catalog, "llama-7b-h200-dynamo")
     assert (kv.recipe.frontend.args or {}).get("router-mode") == "kv"
@@ -197,8 +197,8 @@ def test_only_a_kv_router_is_asked_for_its_events(catalog):
 def test_a_kv_router_that_applied_no_event_fails_its_point_and_voids_its_pair(catalog, tmp_path):
     """Dynamo's KV-router A/B guide: workers publishing no KV events leave the router blind, and a comparison of
     such arms is void. A point whose router applied none fails, naming what to check; its pair gets no ratio."""
-    from servebench.results.model import parse
-    from servebench.results.verdict import judge
+    from rackbench.results.model import parse
+    from rackbench.results.verdict import judge
     out = folder_of_the_pair(catalog, tmp_path)
     for name, events in (("llama-770m-h200-vllm-c8", {"ok": 120.0}),
                          ("llama-770m-h200-vllm_offload-c8", {"ok": 0.0, "block_not_found": 4.0})):
@@ -218,8 +218,8 @@ def test_a_kv_router_that_applied_no_event_fails_its_point_and_voids_its_pair(ca
 
 def test_each_frontend_counts_its_ready_workers_its_own_way():
     from types import SimpleNamespace
-    from servebench.server.frontends.dynamo import DynamoFrontend
-    from servebench.server.frontends.vllm import VllmFrontend
+    from rackbench.server.frontends.dynamo import DynamoFrontend
+    from rackbench.server.frontends.vllm import VllmFrontend
     plan = SimpleNamespace(health_urls=("http://a:1/health", "http://b:1/health"), api_url="http://a:8000")
     listed = {"instances": [{"endpoint": "generate"}, {"endpoint": "generate"}, {"endpoint": "clear_kv_blocks"}]}
     answers = {"http://a:1/health": (200, {"status": "ready"}), "http://b:1/health": (503, "loading"),
@@ -231,7 +231,7 @@ def test_each_frontend_counts_its_ready_workers_its_own_way():
 def test_the_ab_plot_draws_each_changes_interval_on_the_offload_arm(long_pair):
     """#33 item 4: the interval of the change B / A - 1 on the offload arm's bar and line: base x (1 + low) to
     base x (1 + high)."""
-    from servebench.report import plots
+    from rackbench.report import plots
     out, rep = long_pair
     (pair,) = offload.pairs(rep.points)
     rows, found = offload.rows(rep.points, pair), dict(rep.ab)[pair]

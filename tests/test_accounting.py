@@ -5,9 +5,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from servebench.report import gpuhours
-from servebench.results.accounting import PHASES, session
-from servebench.results.model import parse, upgrade
+from rackbench.report import gpuhours
+from rackbench.results.accounting import PHASES, session
+from rackbench.results.model import parse, upgrade
 from tests.conftest import REPO
 
 OLD = REPO / "tests/data/results-local/points/tiny-llama-cpu-vllm-c1.json"
@@ -53,8 +53,8 @@ def test_held_time_is_split_by_phase_and_adds_up():
 def test_a_search_says_what_its_allocation_held_beside_what_its_probes_measured():
     """#32: the GPU-hours a search's one allocation held in all (queue, model load, warm-up, idle waits), per profile
     from the session's manifest, beside the measured windows its probes summed."""
-    from servebench.report.gpuhours import by_profile
-    from servebench.report.slo import searches_section
+    from rackbench.report.gpuhours import by_profile
+    from rackbench.report.slo import searches_section
     manifest = {"allocations": [{"profile": "p", "requested_at": T0, "allocated_at": T0 + 600,
                                  "released_at": T0 + 4600 + 120},
                                 {"profile": "p#2", "requested_at": T0 + 5000, "allocated_at": T0 + 5000,

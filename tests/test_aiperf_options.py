@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from servebench.load.aiperf import OPTIONS
+from rackbench.load.aiperf import OPTIONS
 from tests.conftest import REPO, by_id, edit, run_cli
 from tests.test_validation import problems
 
@@ -89,18 +89,18 @@ def test_aiperfs_own_parser_and_planner_accept_every_gb200_command(tmp_path):
     aiperf_python = REPO / ".venvs/aiperf/bin/python"
     if not aiperf_python.exists():
         pytest.skip("AIPerf is not installed: run scripts/install-servers")
-    from servebench.catalog.loader import Catalog
+    from rackbench.catalog.loader import Catalog
     cat = Catalog.load(REPO / "recipes")
     reqs = [{"id": p.case_id(c), "args": rendered(p.case_id(c))[2:]} for pid in GB200
             for p in [by_id(cat, pid)] for c in p.spec.concurrency]
     (tmp_path / "req.json").write_text(json.dumps(reqs))
-    out = subprocess.run([str(aiperf_python), str(REPO / "servebench/tools/aiperf_check.py"), str(tmp_path / "req.json")],
+    out = subprocess.run([str(aiperf_python), str(REPO / "rackbench/tools/aiperf_check.py"), str(tmp_path / "req.json")],
                          capture_output=True, text=True, timeout=300, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
     answers = json.loads(out.stdout.strip().splitlines()[-1])
     assert len(answers) == 18 and all(a["ok"] for a in answers), [a for a in answers if not a["ok"]]
     bad = [{"id": "bogus", "args": [*reqs[0]["args"], "--cache-bust", "bogus"]}]
     (tmp_path / "bad.json").write_text(json.dumps(bad))
-    out = subprocess.run([str(aiperf_python), str(REPO / "servebench/tools/aiperf_check.py"), str(tmp_path / "bad.json")],
+    out = subprocess.run([str(aiperf_python), str(REPO / "rackbench/tools/aiperf_check.py"), str(tmp_path / "bad.json")],
                          capture_output=True, text=True, timeout=120, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
     assert json.loads(out.stdout.strip().splitlines()[-1])[0]["ok"] is False
 
@@ -115,7 +115,7 @@ def test_the_client_check_parses_the_command_it_is_given_and_not_its_own(tmp_pat
     if not aiperf_python.exists():
         pytest.skip("AIPerf is not installed: run scripts/install-servers")
     req = {"node": "n0", "args": args, "tokenizer": "t", "model": str(tmp_path / "absent"), "cache": str(tmp_path)}
-    out = subprocess.run([str(aiperf_python), str(REPO / "servebench/tools/client_check.py"), json.dumps(req)],
+    out = subprocess.run([str(aiperf_python), str(REPO / "rackbench/tools/client_check.py"), json.dumps(req)],
                          capture_output=True, text=True, timeout=120, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
     answer = json.loads(out.stdout.strip().splitlines()[-1])
     commands = [p for p in answer["problems"] if p["check"] == "aiperf command"]

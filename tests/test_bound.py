@@ -1,6 +1,6 @@
-"""#34: what bound each point (servebench.results.bound), from the evidence the point has, on the recorded H200 and
-CPU points; the host record that tells a host-bound point (servebench/tools/host_sampler.py on real processes,
-servebench.server.host's summary); and `gates.bound`, which fails a point bound by something else."""
+"""#34: what bound each point (rackbench.results.bound), from the evidence the point has, on the recorded H200 and
+CPU points; the host record that tells a host-bound point (rackbench/tools/host_sampler.py on real processes,
+rackbench.server.host's summary); and `gates.bound`, which fails a point bound by something else."""
 
 import dataclasses
 import json
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from servebench.results import bound
-from servebench.results.model import PointResult
-from servebench.results.parts import BoundVerdict
-from servebench.results.verdict import judge
-from servebench.server import host
-from servebench.server.machine import json_lines
-from servebench.tools import HOST_SAMPLER
+from rackbench.results import bound
+from rackbench.results.model import PointResult
+from rackbench.results.parts import BoundVerdict
+from rackbench.results.verdict import judge
+from rackbench.server import host
+from rackbench.server.machine import json_lines
+from rackbench.tools import HOST_SAMPLER
 from tests.conftest import REPO, by_id
 
 H200 = sorted((REPO / "tests/data/long-h200").glob("*/points/*.json"))
@@ -90,10 +90,10 @@ def test_the_bound_gate_fails_a_point_bound_by_something_else_with_its_evidence(
 
 @pytest.mark.catalog("h200-7b")
 def test_a_bound_for_a_concurrency_the_sweep_lacks_is_a_problem_naming_the_key(recipes):
-    from servebench.catalog import Catalog
+    from rackbench.catalog import Catalog
     from tests.conftest import edit
     edit(recipes / "h200-7b/_sweep.yaml", "bound: {4: load, 32: gpu}", "bound: {4: load, 64: gpu}")
-    from servebench.core.errors import ConfigError
+    from rackbench.core.errors import ConfigError
     with pytest.raises(ConfigError) as err:
         Catalog.load(recipes)
     assert "h200-7b/_sweep.yaml:14: profile.gates.bound: bounds for concurrencies [64] not in the sweep (fix: key " \
@@ -127,12 +127,12 @@ def test_the_host_sampler_finds_the_points_processes_by_their_token_and_reads_th
     token = f"sbtest-{os.getpid()}"
     spin = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'while True: pass'], env={})"
     env = dict(os.environ)
-    procs = [subprocess.Popen([sys.executable, "-c", spin], env={**env, "SERVEBENCH_DEPLOYMENT": token},
+    procs = [subprocess.Popen([sys.executable, "-c", spin], env={**env, "RACKBENCH_DEPLOYMENT": token},
                               start_new_session=True),
              subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
                               env={**env, **host.client_env(token)}, start_new_session=True),
              subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
-                              env={**env, "SERVEBENCH_DEPLOYMENT": "another"}, start_new_session=True)]
+                              env={**env, "RACKBENCH_DEPLOYMENT": "another"}, start_new_session=True)]
     log = tmp_path / "host-0.jsonl"
     try:
         with log.open("w") as out:

@@ -1,4 +1,4 @@
-"""The time budget of one allocation (servebench.catalog.budget): the expected time the rule and the split use, and
+"""The time budget of one allocation (rackbench.catalog.budget): the expected time the rule and the split use, and
 beside it the bound, every timeout of the suite's own reached, which is what a job's time limit must cover for the
 suite, not Slurm, to end what runs long."""
 
@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from servebench.catalog import budget as b
+from rackbench.catalog import budget as b
 from tests.conftest import by_id, run_cli
 
 
@@ -28,10 +28,10 @@ def test_the_bound_is_the_sum_of_the_suites_own_timeouts(catalog):
 
 def test_each_timeout_the_bound_counts_is_the_one_the_suite_waits_with():
     """One owner: change a timeout where it is used and the bound follows, or this fails."""
-    from servebench.cluster import slurm
-    from servebench.cluster.base import STOP_TIERS
-    from servebench.load import generator, measure
-    from servebench.server import mounts, preflight
+    from rackbench.cluster import slurm
+    from rackbench.cluster.base import STOP_TIERS
+    from rackbench.load import generator, measure
+    from rackbench.server import mounts, preflight
     assert measure.GRACE_S is b.STOP_MARGIN_S and generator.INTERRUPT_GRACE_S is b.INTERRUPT_GRACE_S
     assert generator.CLIENT_SETUP_S is b.CLIENT_SETUP_S
     assert inspect.signature(preflight.run).parameters["timeout"].default == b.PREFLIGHT_TIMEOUT_S
@@ -48,7 +48,7 @@ SCONTROL = (  # `scontrol show partition -o` (Slurm 22.05), cut to the fields th
 
 
 def test_the_limit_a_job_without_time_gets_is_the_partitions_default_else_its_maximum():
-    from servebench.cluster.slurm import partition_limit
+    from rackbench.cluster.slurm import partition_limit
     assert partition_limit(SCONTROL, "shared") == "00:30:00"
     assert partition_limit(SCONTROL, "batch") == "2-00:00:00"
     assert partition_limit(SCONTROL, "debug") is None and partition_limit(SCONTROL, None) is None   # the default
@@ -60,9 +60,9 @@ def test_a_recipe_without_a_time_limit_is_refused_where_the_partitions_default_i
     """The seed's dep_offload needs ~10.6 h; without slurm.time_limit the partition's default applies (scripts/slurm-
     local's `shared` partition has DefaultTime=00:30:00, as sites set one), and the job would end mid-sweep. Read
     from the real scontrol, refused before anything is allocated; with the recipe's own limit the rule judges."""
-    from servebench.core.results_folder import ResultsFolder
-    from servebench.server.assembly import Assembly
-    from servebench.server.preflight import retarget
+    from rackbench.core.results_folder import ResultsFolder
+    from rackbench.server.assembly import Assembly
+    from rackbench.server.preflight import retarget
     assert slurm.default_time_limit("shared") == "00:30:00" and slurm.default_time_limit("debug") is None
     prof = retarget(by_id(catalog, "kimi-k3-gb200-dep_offload"), catalog.clusters["gb200-local"])
     recipe = prof.recipe.model_copy(update={"slurm": prof.recipe.slurm.model_copy(update={"time_limit": None,

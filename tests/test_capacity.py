@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servebench.catalog.capacity import GIB, estimate
-from servebench.catalog.loader import load_models
-from servebench.core.errors import ConfigError
-from servebench.catalog.loader import Catalog
+from rackbench.catalog.capacity import GIB, estimate
+from rackbench.catalog.loader import load_models
+from rackbench.core.errors import ConfigError
+from rackbench.catalog.loader import Catalog
 from tests.conftest import REPO, edit, run_cli
 
 
@@ -162,7 +162,7 @@ def test_cpu_bytes_to_use_is_split_over_the_engines_tp_ranks(recipes):
 def test_an_oversized_server_wide_pool_fails_rule_and_capacity_alike(recipes):
     """1 TiB server-wide = 256 GiB per rank = 1 TiB per node > 512 GiB. Before, the rule divided by 16 GPUs
     (64 GiB per rank, 'fits') while capacity said 4 TiB. Validation reports it once (rule offload-dram);
-    `servebench capacity` says the same numbers."""
+    `rackbench capacity` says the same numbers."""
     folder = offload_only_total(recipes, 1024)
     with pytest.raises(ConfigError) as err:
         Catalog.load(folder)
@@ -183,7 +183,7 @@ def test_an_oversized_server_wide_pool_fails_rule_and_capacity_alike(recipes):
 def test_capture_sizes_are_read_one_way_by_rules_and_capacity(catalog, flags, largest):
     """Before, capacity read only compilation-config's list and --cudagraph-capture-sizes, so --cuda-graph-sizes
     and max_cudagraph_capture_size fell back to vLLM's default (2 x max-num-seqs) in the memory model."""
-    from servebench.catalog.capacity import GRAPH_GIB_PER_128, GRAPH_REF_HIDDEN_X_LAYERS
+    from rackbench.catalog.capacity import GRAPH_GIB_PER_128, GRAPH_REF_HIDDEN_X_LAYERS
 
     p = next(x for x in catalog.profiles if x.id == "kimi-k3-gb200-tep")
     drop = {"compilation-config": None} if "compilation-config" not in flags else {}

@@ -1,10 +1,10 @@
-"""perf-changelog.yaml rules, in-process and through `servebench changelog check` against a real git history."""
+"""perf-changelog.yaml rules, in-process and through `rackbench changelog check` against a real git history."""
 
 import subprocess
 
 import pytest
 
-from servebench.history.changelog import check
+from rackbench.history.changelog import check
 from tests.conftest import run_cli
 
 IDS = ["kimi-k3-gb200-tp", "kimi-k3-gb200-dep", "kimi-k3-gb200-dep_offload"]
@@ -25,7 +25,7 @@ def test_valid_file_passes():
 
 
 def test_shipped_changelog_is_valid(repo):
-    from servebench.catalog.loader import Catalog
+    from rackbench.catalog.loader import Catalog
     ids = [p.id for p in Catalog.load(repo / "recipes").profiles]
     assert check((repo / "perf-changelog.yaml").read_bytes(), "perf-changelog.yaml", ids) == []
 

@@ -1,4 +1,4 @@
-"""`servebench recipe` and `servebench matrix`: the offline views of the sweep."""
+"""`rackbench recipe` and `rackbench matrix`: the offline views of the sweep."""
 
 import json
 import subprocess
@@ -10,23 +10,23 @@ import yaml
 from tests.conftest import REPO, edit, run_cli
 
 
-def servebench(*args, cwd):
+def rackbench(*args, cwd):
     return run_cli(*args, cwd=cwd)
 
 
 def test_the_console_entry_point_runs_and_loads_no_history_for_a_recipe_command(repo):
-    """`python -m servebench matrix` runs; the results history's modules (numpy, the comparisons) load only for the
+    """`python -m rackbench matrix` runs; the results history's modules (numpy, the comparisons) load only for the
     commands that read a history (`-X importtime` lists every module the command imported)."""
-    res = subprocess.run([sys.executable, "-X", "importtime", "-m", "servebench", "matrix", "tp"], cwd=repo,
+    res = subprocess.run([sys.executable, "-X", "importtime", "-m", "rackbench", "matrix", "tp"], cwd=repo,
                          capture_output=True, text=True)
     assert res.returncode == 0 and "kimi-k3-gb200-tp-c8" in res.stdout, res.stderr
     loaded = {line.rsplit("|", 1)[1].strip() for line in res.stderr.splitlines() if line.startswith("import time:")}
-    assert "servebench.catalog.loader" in loaded                           # the listing sees what it reads
-    assert not {m for m in loaded if m == "numpy" or m.startswith("servebench.history")}, sorted(loaded)
+    assert "rackbench.catalog.loader" in loaded                           # the listing sees what it reads
+    assert not {m for m in loaded if m == "numpy" or m.startswith("rackbench.history")}, sorted(loaded)
 
 
 def test_recipe_prints_the_merged_overlay(repo):
-    res = servebench("recipe", "dep_offload", cwd=repo)
+    res = rackbench("recipe", "dep_offload", cwd=repo)
     assert res.returncode == 0, res.stderr
     doc = yaml.safe_load(res.stdout)
     flags = doc["recipe"]["backend"]["vllm_config"]["aggregated"]
@@ -42,18 +42,18 @@ def test_recipe_prints_the_merged_overlay(repo):
 
 
 def test_recipe_srt_only_is_a_plain_srt_slurm_recipe(repo):
-    res = servebench("recipe", "kimi-k3-gb200-tp", "--srt", cwd=repo)
+    res = rackbench("recipe", "kimi-k3-gb200-tp", "--srt", cwd=repo)
     doc = yaml.safe_load(res.stdout)
     assert "profile" not in doc and doc["name"] == "kimi-k3-gb200-tp16-latency-agentic"
 
 
 def test_unknown_profile_names_the_known_ones(repo):
-    res = servebench("recipe", "dep_ofload", cwd=repo)
+    res = rackbench("recipe", "dep_ofload", cwd=repo)
     assert res.returncode != 0 and "kimi-k3-gb200-dep_offload" in res.stderr
 
 
 def test_matrix_json(repo):
-    res = servebench("matrix", "--json", cwd=repo)
+    res = rackbench("matrix", "--json", cwd=repo)
     rows = json.loads(res.stdout)
     assert len([r for r in rows if r["cluster"] == "gb200-nv"]) == 18
     assert [r["id"] for r in rows if r["cluster"] == "local-cpu"] == [
@@ -68,14 +68,14 @@ def test_matrix_json(repo):
 def test_broken_catalog_exits_1_with_the_problem(recipes, repo):
     from tests.conftest import edit
     edit(recipes / "kimi-k3/gb200/tp.yaml", "[1, 2, 4, 8]", "[1, 2, 2, 8]")
-    res = servebench("--recipes", str(recipes), "matrix", cwd=repo)
+    res = rackbench("--recipes", str(recipes), "matrix", cwd=repo)
     assert res.returncode == 1
     assert "tp.yaml" in res.stderr and "profile.concurrency: duplicate concurrencies [2]" in res.stderr
     assert "Traceback" not in res.stderr
 
 
 def test_render_shows_the_job_script_and_node_steps(repo):
-    res = servebench("render", "kimi-k3-gb200-dep-c64", cwd=repo)
+    res = rackbench("render", "kimi-k3-gb200-dep-c64", cwd=repo)
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "#SBATCH --nodes=4" in out and "#SBATCH --gpus-per-node=4" in out and "#SBATCH --time=12:00:00" in out
@@ -84,13 +84,13 @@ def test_render_shows_the_job_script_and_node_steps(repo):
     # the recipes' configs/ at /configs; the setup script and the Dynamo install run in each server's own step
     # and the load generator's step on the head node, in the same image
     # the image imported once to shared storage (slurm.images): no step pulls vllm/vllm-openai:kimi-k3 itself
-    assert out.count("--container-image=/mnt/lustre01/users-public/sa-shared/servebench/images/"
+    assert out.count("--container-image=/mnt/lustre01/users-public/sa-shared/rackbench/images/"
                      "vllm-openai+kimi-k3.sqsh") == 8 and "--container-image=vllm/" not in out
     assert out.count("--container-mounts=/mnt/numa1/models/Kimi-K3:/model,") == 8
     # read-only: setup scripts run as root in the container
-    assert out.count("/recipes/configs:/configs:ro,/") == 8 and out.count(":/servebench-tools:ro,") == 8
-    assert "--job-name=servebench-RUN-dep.client --container-image" in out
-    assert out.count(" -- python3 /servebench-tools/preamble.py ") == 6      # 5 servers and the client
+    assert out.count("/recipes/configs:/configs:ro,/") == 8 and out.count(":/rackbench-tools:ro,") == 8
+    assert "--job-name=rackbench-RUN-dep.client --container-image" in out
+    assert out.count(" -- python3 /rackbench-tools/preamble.py ") == 6      # 5 servers and the client
     assert "4 engine(s), 4 metrics URL(s), 4 registering worker(s)" in out
     for rank in range(4):
         assert f"engine {rank} on node {rank}: http://node{rank}:18081/metrics" in out
@@ -99,7 +99,7 @@ def test_render_shows_the_job_script_and_node_steps(repo):
 
 
 def test_render_tp16_has_three_headless_followers(repo):
-    out = servebench("render", "tp", cwd=repo).stdout
+    out = rackbench("render", "tp", cwd=repo).stdout
     assert "1 engine(s), 1 metrics URL(s), 1 registering worker(s)" in out
     assert out.count("(headless) on node") == 3 and out.count("--headless") == 3
     assert "--master-addr node0 --master-port 29500 --nnodes 4 --node-rank 3" in out
@@ -111,7 +111,7 @@ def test_credentials_are_masked_in_render_and_recipe(recipes, repo):
     edit(recipes / "kimi-k3/gb200/base.yaml", '  ETCD_LEASE_TTL: "7200"',
          '  ETCD_LEASE_TTL: "7200"\n  HF_TOKEN: hf_sEcReT123\n  WANDB_API_KEY: wb-sEcReT456')
     for args in (("recipe", "tp"), ("render", "tp"), ("recipe", "tp", "--srt")):
-        res = servebench("--recipes", str(recipes), *args, cwd=repo)
+        res = rackbench("--recipes", str(recipes), *args, cwd=repo)
         assert res.returncode == 0, res.stderr
         assert "sEcReT" not in res.stdout and "HF_TOKEN" in res.stdout and "***" in res.stdout
 
@@ -127,7 +127,7 @@ def test_credentials_inside_values_are_masked_wherever_they_sit(recipes, repo):
          "      block-size: 64\n      model-loader-extra-config: '{\"remote_url\":\"s3://AKIAIOSFODNN7EXAMPLE:"
          "wJalrSeCrEt@bucket/k3\",\"api_key\":\"sk_live_SeCrEt789\",\"concurrency\":8}'")
     for args in (("recipe", "tp"), ("render", "tp"), ("recipe", "tp", "--srt")):
-        res = servebench("--recipes", str(recipes), *args, cwd=repo)
+        res = rackbench("--recipes", str(recipes), *args, cwd=repo)
         assert res.returncode == 0, res.stderr
         out = res.stdout
         for secret in ("pAsSwOrD1", "wJalrSeCrEt", "AKIAIOSFODNN7EXAMPLE", "sk_live_SeCrEt789"):
@@ -147,7 +147,7 @@ def test_credentials_inside_values_are_masked_wherever_they_sit(recipes, repo):
     ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "MIIEow", "***"),
 ])
 def test_each_form_of_credential_in_a_value_is_redacted(text, secret, kept):
-    from servebench.core.secrets import redact
+    from rackbench.core.secrets import redact
     out = redact(text)
     assert secret not in out and kept in out, out
     assert redact("--max-num-batched-tokens=2048 /models/tok") == "--max-num-batched-tokens=2048 /models/tok"
@@ -155,7 +155,7 @@ def test_each_form_of_credential_in_a_value_is_redacted(text, secret, kept):
 
 def test_a_log_tail_quoted_in_a_result_is_redacted(tmp_path):
     """A server prints its arguments at start-up; its log's tail is quoted in a failed point's result and report."""
-    from servebench.cluster.base import NodeProcess
+    from rackbench.cluster.base import NodeProcess
     log = tmp_path / "vllm.log"
     log.write_text("INFO non-default args: {'api_key': 'sk-live-0123456789abcdef', 'model': '/m'}\nERROR died\n")
     tail = NodeProcess(0, "node0", "vllm", [], log, None).tail()
@@ -170,58 +170,58 @@ def _command_paths(classes, prefix=()):
 
 
 def test_every_subcommands_help_works():
-    """`servebench --help` and every `servebench COMMAND [SUB] --help` print their usage (a `%` in a help string
+    """`rackbench --help` and every `rackbench COMMAND [SUB] --help` print their usage (a `%` in a help string
     once crashed argparse's formatter on the first command a new user types)."""
-    from servebench.cli import COMMANDS
+    from rackbench.cli import COMMANDS
     paths = [(), *_command_paths(COMMANDS)]
     assert len(paths) > 15
     for path in paths:
         res = run_cli(*path, "--help")
-        assert res.returncode == 0 and res.stdout.startswith("usage: servebench"), (path, res.stderr[-500:])
+        assert res.returncode == 0 and res.stdout.startswith("usage: rackbench"), (path, res.stderr[-500:])
 
 
 @pytest.mark.parametrize("name", ["DB_PASSWD", "NGC_AUTH", "GOOGLE_APPLICATION_CREDENTIALS", "HF_TOKEN",
                                   "WANDB_API_KEY"])
 def test_credential_like_names_are_masked(name):
-    from servebench.core.secrets import is_secret, masked
+    from rackbench.core.secrets import is_secret, masked
     assert is_secret(name) and masked({name: "s3cr3t"})[name] != "s3cr3t"
     assert not is_secret("CUDA_VISIBLE_DEVICES") and masked({"NCCL_DEBUG": "INFO"}) == {"NCCL_DEBUG": "INFO"}
 
 
 def test_importing_the_cli_touches_no_file(monkeypatch):
-    """Every command module is imported by every `servebench` call: none of them may look at the disk then (the
+    """Every command module is imported by every `rackbench` call: none of them may look at the disk then (the
     history command's default store was resolved at import, from whatever folder the process started in)."""
     import importlib
     import os
     from pathlib import Path
 
-    import servebench.cli as cli
+    import rackbench.cli as cli
     looked: list[str] = []
     for name in ("is_dir", "exists", "is_file", "stat"):
         real = getattr(Path, name)
         monkeypatch.setattr(Path, name, lambda self, *a, _real=real, _n=name, **k: looked.append(f"{_n} {self}")
                             or _real(self, *a, **k))
     monkeypatch.setattr(os, "listdir", lambda *a: looked.append(f"listdir {a}") or [])
-    for module in ("servebench.cli.history", "servebench.cli.results", "servebench.cli.recipes",
-                   "servebench.cli.components", "servebench.cli.jobs", "servebench.cli.docs"):
+    for module in ("rackbench.cli.history", "rackbench.cli.results", "rackbench.cli.recipes",
+                   "rackbench.cli.components", "rackbench.cli.jobs", "rackbench.cli.docs"):
         importlib.reload(importlib.import_module(module))
     importlib.reload(cli)
     assert looked == []
 
 
 def test_rehearse_without_a_scheduler_is_one_line(repo, tmp_path, monkeypatch):
-    """`servebench rehearse` where no Slurm answers (a laptop, CI before slurm-local): one line with the way out,
+    """`rackbench rehearse` where no Slurm answers (a laptop, CI before slurm-local): one line with the way out,
     not sinfo's FileNotFoundError."""
     monkeypatch.setenv("PATH", "/nonexistent")                            # no sbatch, no sinfo
     res = run_cli("rehearse", "dep_offload", "--results-dir", tmp_path, cwd=repo)
     assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
-    assert "servebench rehearse: cannot allocate on gb200-local: no Slurm client (sbatch) on PATH" in res.stderr
+    assert "rackbench rehearse: cannot allocate on gb200-local: no Slurm client (sbatch) on PATH" in res.stderr
 
 
 @pytest.mark.catalog("local")
 def test_a_credential_in_the_engines_flags_is_refused_and_never_printed(recipes):
-    """#35: `api-key: sk_x` among a profile's engine flags was masked by `servebench recipe` and printed whole by
-    `servebench render`, and the engine's own start-up log would write it into the results. Such a profile is now
+    """#35: `api-key: sk_x` among a profile's engine flags was masked by `rackbench recipe` and printed whole by
+    `rackbench render`, and the engine's own start-up log would write it into the results. Such a profile is now
     refused before anything runs, naming the file and the flag, and no command prints the key."""
     edit(recipes / "local/vllm.yaml", "  frontend:\n    type: vllm\n",
          "  frontend:\n    type: vllm\n  backend:\n    vllm_config:\n      aggregated:\n        api-key: sk_x\n")
@@ -233,7 +233,7 @@ def test_a_credential_in_the_engines_flags_is_refused_and_never_printed(recipes)
     assert "api-key is a credential: the engine writes it into its start-up log" in res.stderr
     assert "fix: remove api-key: benchmark an endpoint without authentication" in res.stderr
     assert "--tokenizer " in run_cli("render", "tiny-llama-cpu-vllm-c1").stdout     # a tokenizer is no credential
-    from servebench.core.secrets import masked_argv
+    from rackbench.core.secrets import masked_argv
     assert masked_argv(["x", "--hf-token=abc", "--max-num-batched-tokens", "8", "--auth_secret", "s",
                         "--use-server-token-count", "--api-key", "--ui", "none"]) == \
         ["x", "--hf-token=***", "--max-num-batched-tokens", "8", "--auth_secret", "***", "--use-server-token-count",
@@ -241,7 +241,7 @@ def test_a_credential_in_the_engines_flags_is_refused_and_never_printed(recipes)
 
 
 def test_a_baseline_of_a_two_cluster_run_takes_the_cluster_its_file_is_named_after(tmp_path):
-    """#54: `servebench baseline results --out baselines/local-cpu.json`, as the README says, failed asking for
+    """#54: `rackbench baseline results --out baselines/local-cpu.json`, as the README says, failed asking for
     --cluster on scripts/bench's results (local-cpu and slurm-local points in one run)."""
     import json
     import shutil

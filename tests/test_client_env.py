@@ -1,5 +1,5 @@
 """The load generator's environment on a cluster is made once, in the shared cache, with every version pinned
-(servebench/tools/client_env.py), not pip-installed into the server image at every point (#31 defect 5)."""
+(rackbench/tools/client_env.py), not pip-installed into the server image at every point (#31 defect 5)."""
 
 import json
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from servebench.tools import CLIENT_ENV, PINS
+from rackbench.tools import CLIENT_ENV, PINS
 from tests.conftest import edit, run_cli, wheel
 
 KIMI = "kimi-k3-gb200-dep-c32"
@@ -43,7 +43,7 @@ def test_clients_starting_at_once_make_the_environment_once_and_then_find_it(tmp
 def test_an_environment_made_for_another_interpreter_is_refused_with_the_way_out(tmp_path):
     target = tmp_path / "envs/x"
     target.mkdir(parents=True)
-    (target / ".servebench-env").write_text("cpython 3.9 ppc64le\n")
+    (target / ".rackbench-env").write_text("cpython 3.9 ppc64le\n")
     out = make(target, tmp_path / "pins.txt", "x")
     text = out.communicate(timeout=60)[0]
     assert out.returncode != 0 and "made for cpython 3.9 ppc64le" in text and "runtime.client.image" in text, text
@@ -63,14 +63,14 @@ def test_the_gb200_client_installs_nothing_per_point(repo):
     """The client step makes (or finds) its pinned environment in the shared cache and runs AIPerf from it, ahead of
     the image's packages (named in --container-env, so an image's PYTHONPATH cannot win); no pip install runs."""
     out = run_cli("render", KIMI, cwd=repo).stdout
-    step = next(ln for ln in out.splitlines() if "--job-name=servebench-RUN-dep.client " in ln)
+    step = next(ln for ln in out.splitlines() if "--job-name=rackbench-RUN-dep.client " in ln)
     argv = shlex.split(step)
     steps = json.loads(argv[argv.index("--") + 3])              # srun ... -- python3 preamble.py STEPS -- ...
     (env_step,) = [s for s in steps if s["name"] == "client-env"]
     target = env_step["argv"][2]
-    assert env_step["argv"][1:] == ["/servebench-tools/client_env.py", target, "/servebench-tools/pins/aiperf-0.13.0.txt",
+    assert env_step["argv"][1:] == ["/rackbench-tools/client_env.py", target, "/rackbench-tools/pins/aiperf-0.13.0.txt",
                                     "aiperf==0.13.0"]
-    assert target.startswith("/mnt/lustre01/users-public/sa-shared/servebench/cache/envs/aiperf-0.13.0-")
+    assert target.startswith("/mnt/lustre01/users-public/sa-shared/rackbench/cache/envs/aiperf-0.13.0-")
     assert "pip" not in json.dumps(steps) and f"export PYTHONPATH={target}" in out
     names = next(a for a in argv if a.startswith("--container-env=")).split("=", 1)[1].split(",")
     assert "PYTHONPATH" in names

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.slurm
-B = Path("/var/lib/servebench-slurm")
+B = Path("/var/lib/rackbench-slurm")
 SERVE = B / "images/serve.sqsh"
 INFRA = B / "images/infra.sqsh"
 PYXIS_CONF = Path("/etc/slurm/plugstack.conf.d/pyxis.conf")
@@ -26,11 +26,11 @@ PYXIS_CONF = Path("/etc/slurm/plugstack.conf.d/pyxis.conf")
 def pyxis(slurm):
     if not PYXIS_CONF.exists() or shutil.which("enroot") is None or not SERVE.exists():
         pytest.skip(f"no real pyxis + enroot here ({PYXIS_CONF}, enroot, {SERVE}): scripts/slurm-local start builds "
-                    "them from the release sources in ../shared/vendor (SERVEBENCH_VENDOR)")
+                    "them from the release sources in ../shared/vendor (RACKBENCH_VENDOR)")
 
 
 def srun(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["srun", "-N1", "-w", "n1", "-J", "servebench-pyxis-test", *args], capture_output=True,
+    return subprocess.run(["srun", "-N1", "-w", "n1", "-J", "rackbench-pyxis-test", *args], capture_output=True,
                           text=True, timeout=180, env=env, cwd=cwd)
 
 
@@ -60,9 +60,9 @@ def entrypoint_image(tmp_path_factory):
 
 
 def test_a_step_runs_in_the_image_with_its_environment_over_the_tasks(pyxis):
-    env = {**os.environ, "SERVEBENCH_IMAGE": "from-the-task", "KEPT_FROM_TASK": "yes"}
+    env = {**os.environ, "RACKBENCH_IMAGE": "from-the-task", "KEPT_FROM_TASK": "yes"}
     done = srun(f"--container-image={SERVE}", "--chdir=/", "sh", "-c",
-                'echo "$SERVEBENCH_IMAGE|$KEPT_FROM_TASK"; test -e /work/main; echo $?; command -v etcd nats-server; '
+                'echo "$RACKBENCH_IMAGE|$KEPT_FROM_TASK"; test -e /work/main; echo $?; command -v etcd nats-server; '
                 'echo etcd=$?', env=env)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -107,7 +107,7 @@ def test_mounts_read_only_where_asked(pyxis, tmp_path):
 
 def test_the_image_entrypoint_and_workdir_are_the_images_unless_the_step_says(pyxis, entrypoint_image):
     """pyxis runs the image's entrypoint with --container-entrypoint (and by default where a site sets
-    execute_entrypoint); servebench passes --no-container-entrypoint and --container-workdir=/, as srtctl does."""
+    execute_entrypoint); rackbench passes --no-container-entrypoint and --container-workdir=/, as srtctl does."""
     said = srun(f"--container-image={entrypoint_image}", "--container-entrypoint", "sh", "-c",
                 "cat /tmp/entrypoint; pwd")
     assert said.returncode == 0 and said.stdout.splitlines() == ["the image entrypoint ran", "/workspace"], \
@@ -121,7 +121,7 @@ def test_a_step_of_a_user_who_is_not_root_starts_in_the_image(pyxis):
     """Every step ran as real root in the home-made model, so no permission problem ever appeared; the stand-in
     images hold no device node, so real enroot unpacks and starts them as an ordinary user too."""
     import tempfile
-    name = "servebench-pyxis"          # an ordinary user with a shell (enroot starts the container through it)
+    name = "rackbench-pyxis"          # an ordinary user with a shell (enroot starts the container through it)
     if os.geteuid() != 0:
         pytest.skip(f"not root: cannot add {name} or run srun as that user")
     try:
@@ -130,13 +130,13 @@ def test_a_step_of_a_user_who_is_not_root_starts_in_the_image(pyxis):
         subprocess.run(["useradd", "--system", "--shell", "/bin/sh", "--home-dir", "/nonexistent", "--no-create-home",
                         name], check=True, capture_output=True)
         user = pwd.getpwnam(name)
-    out = Path(tempfile.mkdtemp(prefix="servebench-pyxis-user-", dir="/tmp"))   # a folder that user can reach
+    out = Path(tempfile.mkdtemp(prefix="rackbench-pyxis-user-", dir="/tmp"))   # a folder that user can reach
     out.chmod(0o777)
     # srun run by that user, as a user runs it (srun --uid as root fails whenever the job queues: Slurm answers
     # the allocation with a credential for the user, which root's waiting srun cannot decode; CI, 2026-12-06)
-    done = subprocess.run(["runuser", "-u", name, "--", "srun", "-N1", "-w", "n1", "-J", "servebench-pyxis-test",
+    done = subprocess.run(["runuser", "-u", name, "--", "srun", "-N1", "-w", "n1", "-J", "rackbench-pyxis-test",
                            f"--container-image={SERVE}", "--chdir=/", f"--container-mounts={out}:/out", "sh", "-c",
-                           "id -u > /out/uid; echo $SERVEBENCH_IMAGE"], capture_output=True, text=True, timeout=180,
+                           "id -u > /out/uid; echo $RACKBENCH_IMAGE"], capture_output=True, text=True, timeout=180,
                           cwd="/")
     assert done.returncode == 0 and done.stdout.strip() == "serve", done.stdout + done.stderr
     assert (out / "uid").read_text().strip() == str(user.pw_uid)
@@ -149,21 +149,21 @@ def test_the_processs_environment_wins_over_the_images_inside_its_container(pyxi
     environment) and unsets what the recipe unsets inside the container."""
     import uuid
 
-    from servebench.cluster.base import AllocationRequest
+    from rackbench.cluster.base import AllocationRequest
     token = f"sbtest-env-{uuid.uuid4().hex[:8]}"
     monkeypatch.chdir(tmp_path)         # started from a folder the image does not have, as CI's checkout is
     alloc = slurm.allocate(AllocationRequest(name=token, nodes=1, partition="debug", workdir=tmp_path,
                                              container_image=str(SERVE), stop_grace_s=5), timeout=300)
     try:
-        shown = alloc.launch(0, "env", ["sh", "-c", 'echo "${SERVEBENCH_IMAGE-unset}|${FROM_RECIPE-}|$(pwd)"'],
-                             {"SERVEBENCH_IMAGE": "recipe", "FROM_RECIPE": "yes"}, tmp_path / "env.log", oneshot=True)
-        unset = alloc.launch(0, "unset", ["sh", "-c", 'echo "${SERVEBENCH_IMAGE-unset}"'],
-                             {"SERVEBENCH_IMAGE": None}, tmp_path / "unset.log", oneshot=True)
+        shown = alloc.launch(0, "env", ["sh", "-c", 'echo "${RACKBENCH_IMAGE-unset}|${FROM_RECIPE-}|$(pwd)"'],
+                             {"RACKBENCH_IMAGE": "recipe", "FROM_RECIPE": "yes"}, tmp_path / "env.log", oneshot=True)
+        unset = alloc.launch(0, "unset", ["sh", "-c", 'echo "${RACKBENCH_IMAGE-unset}"'],
+                             {"RACKBENCH_IMAGE": None}, tmp_path / "unset.log", oneshot=True)
         assert shown.popen.wait(120) == 0 and unset.popen.wait(120) == 0, shown.tail() + unset.tail()
     finally:
         alloc.release()
     assert shown.log.read_text().splitlines()[-1] == "recipe|yes|/", shown.log.read_text()     # in the image
     assert unset.log.read_text().splitlines()[-1] == "unset", unset.log.read_text()
     assert "couldn't chdir" not in shown.log.read_text() + unset.log.read_text()      # a step starts in /
-    assert "SERVEBENCH_IMAGE=recipe" not in " ".join(shown.command)
+    assert "RACKBENCH_IMAGE=recipe" not in " ".join(shown.command)
     assert "--no-container-entrypoint" in shown.command and "--container-writable" not in shown.command

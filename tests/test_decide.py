@@ -4,10 +4,10 @@ Offline on real recorded H200 requests; tests/test_live.py stops a real CPU poin
 
 import pytest
 
-from servebench.load.aiperf import records as aiperf_records
-from servebench.load.stopping import MIN_DECIDE_REQUESTS, DecideController, checkpoints
-from servebench.recipe.schema.sweep import SloTier, StopRule
-from servebench.results.slo import decider, tier_result
+from rackbench.load.aiperf import records as aiperf_records
+from rackbench.load.stopping import MIN_DECIDE_REQUESTS, DecideController, checkpoints
+from rackbench.recipe.schema.sweep import SloTier, StopRule
+from rackbench.results.slo import decider, tier_result
 from tests.conftest import REPO
 
 REQUESTS = sorted(aiperf_records.read(REPO / "tests/data/h200-gpu-run/aiperf/vllm-c8").profiled,
@@ -59,7 +59,7 @@ def test_more_planned_looks_ask_for_more_evidence():
 def test_every_run_length_is_accepted_by_the_recipe_and_the_result_and_no_other(mode):
     import json
     from pydantic import ValidationError
-    from servebench.results import model
+    from rackbench.results import model
     data = json.loads((REPO / "tests/data/long-cpu/points/tiny-llama-cpu-vllm-c1.json").read_text())
     data["run"]["mode"] = mode
     if mode == "bogus":

@@ -1,4 +1,4 @@
-"""The docs say what the code does: the generated reference tables are current, every dotted `servebench.*` name in
+"""The docs say what the code does: the generated reference tables are current, every dotted `rackbench.*` name in
 the library's docstrings and the docs resolves, the README stays a front door whose links land."""
 
 import importlib
@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from servebench.cli import docs
+from rackbench.cli import docs
 from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
-NAME = re.compile(r"(?<![\w/.])servebench(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+NAME = re.compile(r"(?<![\w/.])rackbench(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 # entry-point group names, which are no modules
-GROUPS = {"servebench.backends", "servebench.load_generators", "servebench.frontends"}
+GROUPS = {"rackbench.backends", "rackbench.load_generators", "rackbench.frontends"}
 
 
 def resolves(dotted: str) -> bool:
@@ -34,7 +34,7 @@ def resolves(dotted: str) -> bool:
 
 def dotted_names(text: str) -> set[str]:
     return {n.rstrip(".") for n in NAME.findall(text)
-            if not n.startswith("servebench.__main__") and not n.endswith((".py", ".json", ".yaml"))} - GROUPS
+            if not n.startswith("rackbench.__main__") and not n.endswith((".py", ".json", ".yaml"))} - GROUPS
 
 
 def test_the_generated_tables_are_current():
@@ -56,18 +56,18 @@ def test_a_page_without_its_markers_is_one_line_naming_the_fix(tmp_path):
     for page in {page for page, _ in docs.TABLES.values()}:
         (tmp_path / page).write_text("# nothing generated here\n")
     out = run_cli("docs", "--check", "--docs", str(tmp_path))
-    assert out.returncode == 2 and "no `servebench docs` markers" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 2 and "no `rackbench docs` markers" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_every_rule_has_a_line_in_the_table():
-    from servebench.catalog.rules import RULES
+    from rackbench.catalog.rules import RULES
     table = docs.rules_table()
     for name in RULES:
         row = next(r for r in table.splitlines() if r.startswith(f"| {name} |"))
         assert len(row) > len(name) + 20, f"rule {name} has no description (its docstring's first paragraph)"
 
 
-@pytest.mark.parametrize("path", sorted([*(REPO / "servebench").rglob("*.py"), *(REPO / "docs").glob("*.md"),
+@pytest.mark.parametrize("path", sorted([*(REPO / "rackbench").rglob("*.py"), *(REPO / "docs").glob("*.md"),
                                          REPO / "README.md"]), ids=lambda p: str(p.relative_to(REPO)))
 def test_every_dotted_name_resolves(path):
     bad = sorted(n for n in dotted_names(path.read_text()) if not resolves(n))
@@ -75,7 +75,7 @@ def test_every_dotted_name_resolves(path):
 
 
 def test_the_name_check_finds_a_moved_module():
-    assert not resolves("servebench.rules.RULES") and resolves("servebench.catalog.rules.RULES")
+    assert not resolves("rackbench.rules.RULES") and resolves("rackbench.catalog.rules.RULES")
 
 
 def test_the_readme_is_a_front_door_whose_links_land():
@@ -89,7 +89,7 @@ def test_the_readme_is_a_front_door_whose_links_land():
 
 
 def test_docs_without_a_docs_folder_says_so_in_one_line(tmp_path):
-    """#55 item 7: `servebench docs --check` from an installed package (no docs/ beside it) ended in a traceback."""
+    """#55 item 7: `rackbench docs --check` from an installed package (no docs/ beside it) ended in a traceback."""
     res = run_cli("docs", "--check", "--docs", tmp_path / "none")
     assert res.returncode == 2 and "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert f"no docs folder at {tmp_path / 'none'}" in res.stderr
@@ -107,7 +107,7 @@ def test_every_pointer_to_the_docs_in_what_the_suite_prints_lands():
     """#55: reports, verdicts, errors and help pointed at README sections that no longer exist ("README: GPU-hours").
     Every pointer in the code is a `docs/<page>.md#<anchor>` whose page and heading exist, and none names a README
     section."""
-    files = [*(REPO / "servebench").rglob("*.py"), *(REPO / "scripts").iterdir()]
+    files = [*(REPO / "rackbench").rglob("*.py"), *(REPO / "scripts").iterdir()]
     found = 0
     for path in (f for f in files if f.is_file() and "data" not in f.relative_to(REPO).parts):
         text = path.read_text(errors="replace")
@@ -130,9 +130,9 @@ def test_every_anchor_of_the_docs_lands():
 def test_every_check_of_the_verdict_has_a_line_in_the_table_and_carries_its_registry_name(catalog):
     """#55 item 1: the verdict is a registry of checks; each has its docstring's line in docs/results.md, and each
     Check it makes on the recorded points carries its own name in the registry's order."""
-    from servebench.results.checks import CHECKS
-    from servebench.results.model import PointResult
-    from servebench.results.verdict import judge
+    from rackbench.results.checks import CHECKS
+    from rackbench.results.model import PointResult
+    from rackbench.results.verdict import judge
     from tests.conftest import by_id
     table = docs.checks_table()
     for name in CHECKS:

@@ -1,5 +1,5 @@
 """The recipe's pinned Dynamo is built once per commit and image into a wheelhouse of the shared cache, and every
-step installs it from there with no network (servebench/tools/dynamo_env.py; #52 item 1). Real pip on wheels made
+step installs it from there with no network (rackbench/tools/dynamo_env.py; #52 item 1). Real pip on wheels made
 here: a folder of them stands for the package index."""
 
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from servebench.tools import DYNAMO_ENV
+from rackbench.tools import DYNAMO_ENV
 from tests.conftest import wheel
 
 pytestmark = pytest.mark.offline

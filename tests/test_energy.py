@@ -3,15 +3,15 @@ samples (a real nvidia-smi CSV of the H200), and cost per million tokens where t
 
 import pytest
 
-from servebench.catalog.loader import Catalog
-from servebench.catalog.points import Point
-from servebench.core.errors import ConfigError
-from servebench.load.aiperf import records as aiperf_records
-from servebench.recipe.schema.cluster import Cost
-from servebench.report.summary import properties
-from servebench.results.build import window_of
-from servebench.results.energy import block, window_energy
-from servebench.server.machine import power_samples, read_samples
+from rackbench.catalog.loader import Catalog
+from rackbench.catalog.points import Point
+from rackbench.core.errors import ConfigError
+from rackbench.load.aiperf import records as aiperf_records
+from rackbench.recipe.schema.cluster import Cost
+from rackbench.report.summary import properties
+from rackbench.results.build import window_of
+from rackbench.results.energy import block, window_energy
+from rackbench.server.machine import power_samples, read_samples
 from tests.conftest import REPO, by_id, edit, recorded
 
 CSV = REPO / "tests/data/h200-machine/alone/telemetry.csv"     # 38 one-second samples of an H200, as nvidia-smi wrote

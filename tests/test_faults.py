@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from servebench.core.results_folder import ResultsFolder
-from servebench.history.rows import runs
-from servebench.history.store import connect
-from servebench.results import requests as request_file
+from rackbench.core.results_folder import ResultsFolder
+from rackbench.history.rows import runs
+from rackbench.history.store import connect
+from rackbench.results import requests as request_file
 from tests.conftest import REPO, before_short_summary, copy_suite, edit
 
 pytestmark = pytest.mark.local
@@ -89,7 +89,7 @@ def test_three_sessions_at_once_each_measure_their_own_server(pytester, slurm):
 
 
 READ_ONLY = {
-    # the disk turns read-only after the points are stored, before servebench writes its summary and manifest
+    # the disk turns read-only after the points are stored, before rackbench writes its summary and manifest
     "at the session's end": """
 import subprocess
 def pytest_sessionfinish(session):
@@ -165,7 +165,7 @@ def test_a_killed_api_server_fails_its_point_once_and_leaves_no_engine_behind(py
     """SIGKILL of vLLM's API server while AIPerf drives it (an OOM kill of the front process): the point fails
     saying the server died, with its log tail once; release stops the whole process group although its leader is
     gone, so no EngineCore is left holding memory and ports after the session."""
-    from servebench.core.processes import group_alive
+    from rackbench.core.processes import group_alive
     where = suite(pytester.path, duration=30)
     (where / "conftest.py").write_text((where / "conftest.py").read_text() + KILL_API_SERVER)
     res = session(where, "-m", "local and not slurm", "-k", "tiny-llama-cpu-vllm-c1", "--results-dir", "out")
@@ -222,8 +222,8 @@ def test_a_timeout_mid_point_is_one_line_and_the_cut_point_never_enters_the_hist
 def test_the_install_says_one_line_per_component_and_keeps_pip_in_its_log():
     """A newcomer's first minutes: scripts/install-servers names each component as it starts and when it is ready
     (here: already installed), and pip's own output stays in .venvs/install-<name>.log."""
-    if not (REPO / ".venvs/serve/.servebench-installed").exists() or \
-            not (REPO / ".venvs/aiperf/.servebench-installed").exists():
+    if not (REPO / ".venvs/serve/.rackbench-installed").exists() or \
+            not (REPO / ".venvs/aiperf/.rackbench-installed").exists():
         pytest.skip("run scripts/install-servers")
     out = subprocess.run([str(REPO / "scripts/install-servers")], capture_output=True, text=True, timeout=1200)
     lines = out.stdout.splitlines()
@@ -238,7 +238,7 @@ def test_a_server_log_the_full_disk_cannot_take_is_not_copied_cut_and_says_so(tm
     """On a full results disk the copy of a 19,813-byte server log was cut at 4,096 bytes, without a word."""
     from types import SimpleNamespace
 
-    from servebench.plugin import keep_logs
+    from rackbench.plugin import keep_logs
     if os.geteuid() != 0 or subprocess.run(["which", "mount"], capture_output=True).returncode:
         pytest.skip("needs root and mount(8) for a small file system of its own")
     small = tmp_path / "small"

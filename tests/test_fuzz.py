@@ -5,7 +5,7 @@ which no recipe value starts a command. Never a traceback, never a hang.
 Mutations follow the classes of hostile input: wrong types, unknown keys, bad JSON flags, shell metacharacters,
 control characters, unicode, huge numbers, NaN, broken or escaping ``extends:``, duplicate keys, alias bombs,
 merge keys, truncated files. The quick run is part of the offline suite; ``pytest -m fuzz tests/test_fuzz.py``
-runs ``SERVEBENCH_FUZZ_EXAMPLES`` (default 2000) mutants.
+runs ``RACKBENCH_FUZZ_EXAMPLES`` (default 2000) mutants.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from servebench.catalog.loader import Catalog
-from servebench.cluster.slurm import sbatch_script
-from servebench.core.errors import ConfigError, Problem
-from servebench.core.results_folder import ResultsFolder
-from servebench.server.assembly import Assembly
+from rackbench.catalog.loader import Catalog
+from rackbench.cluster.slurm import sbatch_script
+from rackbench.core.errors import ConfigError, Problem
+from rackbench.core.results_folder import ResultsFolder
+from rackbench.server.assembly import Assembly
 from tests.conftest import REPO, SHARED, catalog_copy
 
 FILES = sorted(str(p.relative_to(REPO / "recipes")) for p in (REPO / "recipes").rglob("*.yaml"))
@@ -211,7 +211,7 @@ def test_fuzz_recipes_quick(arena, mutant):
     fuzz_one(arena, mutant, whole=False)
 
 
-EXAMPLES = int(os.environ.get("SERVEBENCH_FUZZ_EXAMPLES", "2000"))
+EXAMPLES = int(os.environ.get("RACKBENCH_FUZZ_EXAMPLES", "2000"))
 
 
 @pytest.mark.fuzz
@@ -219,5 +219,5 @@ EXAMPLES = int(os.environ.get("SERVEBENCH_FUZZ_EXAMPLES", "2000"))
 @given(mutant=mutants())
 def test_fuzz_recipes_large(arena, mutant, request):
     if "fuzz" not in (request.config.getoption("-m") or ""):
-        pytest.skip("opt-in: pytest -m fuzz tests/test_fuzz.py (SERVEBENCH_FUZZ_EXAMPLES mutants, default 2000)")
+        pytest.skip("opt-in: pytest -m fuzz tests/test_fuzz.py (RACKBENCH_FUZZ_EXAMPLES mutants, default 2000)")
     fuzz_one(arena, mutant)

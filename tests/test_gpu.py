@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from servebench.catalog.flag_rules import table_for
-from servebench.server.generated import GENERATED
-from servebench.server.assembly import dry_placement
-from servebench.server.plan import plan
-from servebench.tools.flag_table import types
-from servebench.core import yamlio
+from rackbench.catalog.flag_rules import table_for
+from rackbench.server.generated import GENERATED
+from rackbench.server.assembly import dry_placement
+from rackbench.server.plan import plan
+from rackbench.tools.flag_table import types
+from rackbench.core import yamlio
 from tests.conftest import REPO, by_id, copy_suite, edit
 
 
@@ -75,7 +75,7 @@ def test_gpu_cases_skip_with_their_reason_without_the_gpus(pytester):
 def test_flag_table_follows_the_recipes_pins_and_says_when_it_cannot(catalog):
     table, note = table_for(by_id(catalog, "kimi-k3-gb200-dep"))
     assert table.name == "dynamo-1.6.1_vllm-0.31.0"
-    assert note and "the recipe pins dynamo 1.3.0" in note and "servebench flag-table" in note
+    assert note and "the recipe pins dynamo 1.3.0" in note and "rackbench flag-table" in note
     table, note = table_for(by_id(catalog, "tiny-llama-cpu-dynamo"))
     assert (table.name, note) == ("dynamo-1.6.1_vllm-0.31.0", None)
     for pid in ("llama-770m-h200-vllm", "llama-770m-h200-dynamo", "moe-mini-h200-dp2_hybrid"):
@@ -128,14 +128,14 @@ RUN = Path(__file__).parent / "data" / "h200-gpu-run"
 
 
 def recorded():
-    from servebench.results import files
+    from rackbench.results import files
     return {p.stem: files.read(p) for p in sorted((RUN / "points").glob("*.json"))}
 
 
 def test_every_recorded_h200_point_passed_with_a_valid_result():
     """Recorded with result schema 2: read today as schema 3, valid against the checked-in JSON Schema."""
     import json
-    from servebench.results import model, schema
+    from rackbench.results import model, schema
     points = recorded()
     assert sorted(points) == ["llama-770m-h200-dynamo-c8", "llama-770m-h200-vllm-c32", "llama-770m-h200-vllm-c8",
                               "llama-770m-h200-vllm_offload-c32", "llama-770m-h200-vllm_offload-c8"]
@@ -160,7 +160,7 @@ def test_the_offload_arm_served_prompt_tokens_from_the_cpu_tier_and_the_base_arm
 def test_recorded_points_judge_the_same_today(catalog):
     """The stored verdict is the one the current gates give (the client-bound check included: effective
     concurrency 5.8 of 8 passed, as the trace's think time predicts)."""
-    from servebench.results.verdict import judge
+    from rackbench.results.verdict import judge
     for case, r in recorded().items():
         profile = by_id(catalog, case.rsplit("-c", 1)[0])
         again = judge(r, profile)
@@ -184,11 +184,11 @@ def test_junit_carries_each_points_metrics_and_the_cpu_tier_share():
 
 
 @pytest.mark.install
-def test_gpu_install_joins_checks_and_puts_servebench_on_path(tmp_path):
+def test_gpu_install_joins_checks_and_puts_rackbench_on_path(tmp_path):
     """scripts/gpu-install as a new user runs it, with this machine's Python and a wheelhouse of one small wheel
     that has a command of its own, cut into parts as for a capped transfer: the parts are joined, every wheel is
-    checked against SHA256SUMS, and both commands (the wheel's and servebench) are in TARGET/bin afterwards (a
-    second pip call into the same --target used to skip bin/: no `servebench`). A damaged part is refused."""
+    checked against SHA256SUMS, and both commands (the wheel's and rackbench) are in TARGET/bin afterwards (a
+    second pip call into the same --target used to skip bin/: no `rackbench`). A damaged part is refused."""
     import os
     import subprocess
     import sys
@@ -206,15 +206,15 @@ def test_gpu_install_joins_checks_and_puts_servebench_on_path(tmp_path):
     (wh / "parts").mkdir()
     subprocess.run(["split", "-b", "700", "-d", whl.name, f"parts/{whl.name}.part"], cwd=wh, check=True)
     whl.unlink()
-    env = {**os.environ, "PYTHON": sys.executable, "SERVEBENCH_COMMIT": "test"}
+    env = {**os.environ, "PYTHON": sys.executable, "RACKBENCH_COMMIT": "test"}
     target = tmp_path / "site"
     done = subprocess.run([str(REPO / "scripts/gpu-install"), str(wh), str(target)], capture_output=True, text=True,
                           env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert (target / "bin/toy").is_file() and (target / "bin/servebench").is_file()
-    run = subprocess.run([str(target / "bin/servebench"), "--help"], capture_output=True, text=True,
+    assert (target / "bin/toy").is_file() and (target / "bin/rackbench").is_file()
+    run = subprocess.run([str(target / "bin/rackbench"), "--help"], capture_output=True, text=True,
                          env={**env, "PYTHONPATH": str(target)})
-    assert run.returncode == 0 and run.stdout.startswith("usage: servebench")
+    assert run.returncode == 0 and run.stdout.startswith("usage: rackbench")
     part = next((wh / "parts").iterdir())
     part.write_bytes(b"x" + part.read_bytes()[1:])
     bad = subprocess.run([str(REPO / "scripts/gpu-install"), str(wh), str(tmp_path / "site2")], capture_output=True,

@@ -4,9 +4,9 @@ stored mean said 519 W, and a point running at 82% utilisation in its window was
 
 from types import SimpleNamespace
 
-from servebench.results.bound import queue
-from servebench.results.build import telemetry_block
-from servebench.server.machine import summarize
+from rackbench.results.bound import queue
+from rackbench.results.build import telemetry_block
+from rackbench.server.machine import summarize
 
 T0 = 1_800_000_000.0
 
@@ -50,9 +50,9 @@ def test_a_machine_record_that_contradicts_the_cluster_file_is_said_and_labels_t
     import json
     import shutil
 
-    from servebench.report.files import write
-    from servebench.results.card import contradictions
-    from servebench.results.model import parse
+    from rackbench.report.files import write
+    from rackbench.results.card import contradictions
+    from rackbench.results.model import parse
     from tests.conftest import REPO
     src = REPO / "tests/data/h200-7b/points/llama-7b-h200-vllm-c32.json"
     r = parse(json.loads(src.read_text()))
@@ -71,7 +71,7 @@ def test_a_machine_record_that_contradicts_the_cluster_file_is_said_and_labels_t
     write(tmp_path)
     md = (tmp_path / "report/report.md").read_text()
     assert "ran on NVIDIA H100 80GB HBM3 (not the cluster file's h200)" in md, md
-    from servebench.report.summary import markdown, properties, terminal_lines
+    from rackbench.report.summary import markdown, properties, terminal_lines
     row = properties(parse(data))
     assert row["ran_on"] == "NVIDIA H100 80GB HBM3 (not the cluster file's h200)"        # a junit property too
     assert "(ran on NVIDIA H100 80GB HBM3" in markdown([row], []) and "(ran on" in terminal_lines([row])[1]

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from servebench.catalog.capacity import estimate
-from servebench.server.generated import GENERATED
-from servebench.recipe.schema.model import ModelSpec
-from servebench.core import yamlio
+from rackbench.catalog.capacity import estimate
+from rackbench.server.generated import GENERATED
+from rackbench.recipe.schema.model import ModelSpec
+from rackbench.core import yamlio
 from tests.conftest import REPO, by_id, run_cli
 
 PROFILES = ["llama-7b-h200-vllm", "llama-7b-h200-vllm_offload", "llama-7b-h200-dynamo", "llama-7b-h200-dynamo_offload"]
@@ -72,7 +72,7 @@ LONG = REPO / "tests/data/h200-7b-long"          # vllm at c32 for 600 s (script
 
 
 def recorded(case: str, folder: Path = RECORDED):
-    from servebench.results.model import PointResult
+    from rackbench.results.model import PointResult
     return PointResult.model_validate_json((folder / "points" / f"{case}.json").read_text())
 
 
@@ -89,11 +89,11 @@ def test_the_recorded_high_point_keeps_the_h200_busy_and_serves_far_more_than_th
 @pytest.mark.parametrize("folder, case", [(d, p.stem) for d in (RECORDED, LONG)
                                           for p in sorted((d / "points").glob("*.json"))])
 def test_each_recorded_bound_is_what_its_evidence_says_and_the_shipped_gates_accept_it(catalog, folder, case):
-    """The stored bound is the one servebench.results.bound judges again from the point's own series, telemetry,
+    """The stored bound is the one rackbench.results.bound judges again from the point's own series, telemetry,
     machine and host record; c4 ran all it was offered (load), c32 kept the GPU busy (gpu). Recorded under
     `gates.bound: gpu` for every point, the c4 points failed that gate; the shipped `{4: load, 32: gpu}` passes all."""
-    from servebench.results import bound
-    from servebench.results.verdict import judge
+    from rackbench.results import bound
+    from rackbench.results.verdict import judge
     r = recorded(case, folder)
     again = bound.judge(r.series, r.telemetry, r.machine, r.host.model_dump() if r.host else None,
                         r.bound.evidence["client_late"])
@@ -115,7 +115,7 @@ def test_each_search_probe_is_bound_where_its_evidence_says(c, expected):
     probe's own series, telemetry, machine and host record is the stored one. c32, decided at 45 s, was `kv`: its
     batch full (~20 running, ~7 waiting) while the GPU drew 57% of its cap over the short window, where the 120 s
     c32 of the grid reached 82% (`gpu`); the bound is the window's, not the concurrency's."""
-    from servebench.results import bound
+    from rackbench.results import bound
     r = recorded(f"llama-7b-h200-vllm_search-c{c}", SEARCH)
     again = bound.judge(r.series, r.telemetry, r.machine, r.host.model_dump() if r.host else None,
                         r.bound.evidence["client_late"])
@@ -127,7 +127,7 @@ def test_a_point_whose_trace_ran_out_before_its_planned_length_fails_saying_how_
     request sent and done, a shorter window than planned. The check names the key and a size that would last; the
     c32 points ran their length and have no such check."""
     import dataclasses
-    from servebench.results.verdict import judge
+    from rackbench.results.verdict import judge
     prof = by_id(catalog, "llama-7b-h200-vllm")
     trace = prof.spec.load.trace.model_copy(update={"sessions_per_concurrency": 16})     # as it was recorded
     load = prof.spec.load.model_copy(update={"trace": trace})

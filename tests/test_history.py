@@ -10,15 +10,15 @@ import pytest
 
 import contextlib
 
-from servebench.core.results_folder import ResultsFolder
-from servebench.history import queries
-from servebench.load.aiperf import records as aiperf_records
-from servebench.results import requests as request_file
-from servebench.history import rows
-from servebench.history import store as history
-from servebench.history.compare import compare_point
-from servebench.results import files
-from servebench.results import metrics as registry
+from rackbench.core.results_folder import ResultsFolder
+from rackbench.history import queries
+from rackbench.load.aiperf import records as aiperf_records
+from rackbench.results import requests as request_file
+from rackbench.history import rows
+from rackbench.history import store as history
+from rackbench.history.compare import compare_point
+from rackbench.results import files
+from rackbench.results import metrics as registry
 from tests.conftest import run_cli
 
 DATA = Path(__file__).parent / "data"
@@ -57,7 +57,7 @@ def test_adding_a_run_records_its_points_and_requests_once(two_runs):
     assert n_req == summary["request_count"]["avg"]                      # every profiled request, once
     assert runs(db)[0]["git_commit"] == "abc123"
     stored = dict(con.execute("SELECT name, value FROM metrics"))          # every metric of the registry, by name
-    from servebench.results import metrics as registry
+    from rackbench.results import metrics as registry
     assert set(stored) == set(registry.METRICS) and stored["output_tps_per_gpu"] == pytest.approx(571.0, abs=0.1)
 
 
@@ -76,7 +76,7 @@ def test_a_corrupt_store_or_a_foreign_folder_is_refused_and_loses_nothing(two_ru
     junk = tmp_path / "junk.sqlite"
     junk.write_text("not a database at all " * 100)
     res = run_cli("history", "add", new, "--db", junk)
-    assert res.returncode == 2 and "not a servebench history" in res.stderr and "Traceback" not in res.stderr
+    assert res.returncode == 2 and "not a rackbench history" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_a_history_damaged_under_its_header_is_one_line_everywhere_and_never_written(two_runs):
@@ -106,7 +106,7 @@ def test_an_empty_history_file_is_refused_by_every_command_never_filled(two_runs
     for argv in (["history", "list"], ["history", "noise"], ["history", "add", str(new)]):
         res = run_cli(*argv, "--db", db)
         assert res.returncode == 2 and "Traceback" not in res.stderr, (argv, res.stderr)
-        assert res.stderr.startswith(f"servebench {argv[0]}") and f"{db}: an empty file, not a history" in res.stderr
+        assert res.stderr.startswith(f"rackbench {argv[0]}") and f"{db}: an empty file, not a history" in res.stderr
     assert db.read_bytes() == b""
 
 
@@ -179,7 +179,7 @@ def test_a_session_records_its_points_unless_told_not_to(pytester, catalog, opt_
 def test_the_gate_fails_a_point_worse_with_confidence_than_a_run_of_the_history(two_runs, catalog):
     """--compare-run: the old H200 point judged against the newer run is a regression with confidence; the newer
     one judged against the old is not."""
-    from servebench.results.verdict import judge
+    from rackbench.results.verdict import judge
     from tests.conftest import by_id
     db, old, new = two_runs
     history.add(db, old)
@@ -228,9 +228,9 @@ def test_compare_groups_the_points_by_the_changelog_entries_that_select_them(two
 
 
 def test_the_commit_a_session_records(tmp_path, monkeypatch):
-    """git's HEAD, marked -dirty when tracked files changed; $SERVEBENCH_COMMIT wins (a tree with a stale .git)."""
+    """git's HEAD, marked -dirty when tracked files changed; $RACKBENCH_COMMIT wins (a tree with a stale .git)."""
     import subprocess
-    monkeypatch.delenv("SERVEBENCH_COMMIT", raising=False)
+    monkeypatch.delenv("RACKBENCH_COMMIT", raising=False)
     assert history.git_commit(tmp_path) is None                              # not a checkout
     git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)  # noqa: E731
     git("init", "-q")
@@ -241,7 +241,7 @@ def test_the_commit_a_session_records(tmp_path, monkeypatch):
     assert history.git_commit(tmp_path) == head
     (tmp_path / "f").write_text("2")
     assert history.git_commit(tmp_path) == head + "-dirty"
-    monkeypatch.setenv("SERVEBENCH_COMMIT", "6c007bc")
+    monkeypatch.setenv("RACKBENCH_COMMIT", "6c007bc")
     assert history.git_commit(tmp_path) == "6c007bc"
 
 
@@ -269,8 +269,8 @@ def test_read_commands_create_nothing(tmp_path):
     """compare and history list on a store that is not there say so and leave no empty store behind."""
     res = run_cli("history", "list", "--db", tmp_path / "new.sqlite")
     assert res.returncode == 2 and "no results history there" in res.stderr
-    assert res.stderr.startswith("servebench history list: ")          # the whole command, not its leaf (`list:`)
+    assert res.stderr.startswith("rackbench history list: ")          # the whole command, not its leaf (`list:`)
     res = run_cli("compare", "a", "b", "--db", tmp_path / "none.sqlite")
     assert res.returncode == 2 and "no results history there" in res.stderr
-    assert res.stderr.startswith("servebench compare: ")
+    assert res.stderr.startswith("rackbench compare: ")
     assert list(tmp_path.iterdir()) == []

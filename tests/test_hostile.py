@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from servebench.cluster.slurm_jobs import IDENTITY, differences
+from rackbench.cluster.slurm_jobs import IDENTITY, differences
 
-MINE = {"name": "servebench-20261206-tp", "user": "alice", "submitted": "2026-12-06T06:00:00", "cluster": "gb200"}
+MINE = {"name": "rackbench-20261206-tp", "user": "alice", "submitted": "2026-12-06T06:00:00", "cluster": "gb200"}
 
 
 def test_a_job_is_ours_only_when_every_recorded_field_agrees():
@@ -89,20 +89,20 @@ def test_a_case_id_that_climbs_out_of_its_folder_is_refused_and_never_written(re
     assert not list(tmp_path.rglob("escape*")), list(tmp_path.rglob("escape*"))
     assert "evil.json" in report.stdout + report.stderr + (results / "report/report.md").read_text()
     run_cli("history", "add", results, "--db", tmp_path / "h.sqlite")
-    from servebench.history.store import connect
+    from rackbench.history.store import connect
     with connect(tmp_path / "h.sqlite", create=False) as con:
         ids = [c for (c,) in con.execute("SELECT case_id FROM points")]
     assert ids and not any(".." in c or "/" in c for c in ids), ids
-    from servebench.core.results_folder import ResultsFolder
+    from rackbench.core.results_folder import ResultsFolder
     with pytest.raises(ValueError, match="cannot name a file or folder"):
         ResultsFolder.at(tmp_path).point("../x")
 
 
 @pytest.mark.parametrize("damage, said", [
     ("UPDATE metrics SET value = 'abc'", "is not a number: the history was edited or damaged"),
-    ("UPDATE points SET result_json = '" + "[" * 5000 + "]" * 5000 + "'", "not a servebench result"),
+    ("UPDATE points SET result_json = '" + "[" * 5000 + "]" * 5000 + "'", "not a rackbench result"),
     ("UPDATE requests SET ttft_ms = 'slow'", "a value that is not a number"),
-    ("DROP TABLE points", "not a servebench history (no points."),
+    ("DROP TABLE points", "not a rackbench history (no points."),
 ])
 def test_a_history_with_wrong_values_is_one_line(results, tmp_path, damage, said):
     """#54: a history that is valid SQLite with wrong values ended in TypeError (`history noise`) or
@@ -135,7 +135,7 @@ def test_a_history_with_wrong_values_is_one_line(results, tmp_path, damage, said
 def test_a_folder_the_disk_refused_to_make_is_named_as_not_made(tmp_path):
     """#54: a read-only results error named a run folder that does not exist as if it could not be written."""
     import errno
-    from servebench.core.files import disk_problem
+    from rackbench.core.files import disk_problem
     missing = tmp_path / "runs" / "20261206-x"
     said = disk_problem(OSError(errno.EROFS, "Read-only file system", str(missing)))
     assert said.startswith(f"cannot create {missing} in {tmp_path}: ") and "read-only" in said, said
@@ -150,7 +150,7 @@ def test_a_lock_in_the_shared_cache_can_be_taken_by_a_second_user(tmp_path, monk
     import fcntl
     import os
     import stat
-    from servebench.tools import FOLDER
+    from rackbench.tools import FOLDER
     monkeypatch.syspath_prepend(str(FOLDER))           # as the client's interpreter runs it: its folder on the path
     from tokenizer_cache import cache
     model = tmp_path / "model"
@@ -174,7 +174,7 @@ def test_the_client_environment_and_the_staged_model_take_locks_a_second_user_ca
     were still opened for appending, so created 0644 under the first user's umask."""
     import os
     import stat
-    from servebench.tools import FOLDER
+    from rackbench.tools import FOLDER
     monkeypatch.syspath_prepend(str(FOLDER))
     import client_env
     import stage
@@ -192,7 +192,7 @@ def test_the_client_environment_and_the_staged_model_take_locks_a_second_user_ca
 
 
 def test_a_results_folder_without_its_latest_link_reads_its_newest_run(tmp_path):
-    """#56: `servebench report` on a results folder (not a run folder) copied without its `latest` link failed with
+    """#56: `rackbench report` on a results folder (not a run folder) copied without its `latest` link failed with
     'no points/ folder in it'."""
     import shutil
     from tests.conftest import REPO, run_cli

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from servebench.core.format import number
-from servebench.history import store as history
-from servebench.report import html as html_report
+from rackbench.core.format import number
+from rackbench.history import store as history
+from rackbench.report import html as html_report
 from tests.test_history import DATA, results
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -10,12 +10,12 @@ import sys
 import numpy as np
 import pytest
 
-from servebench.core.stats import batch_size_in_time
-from servebench.load.records import Request
-from servebench.load.steady import quantile_upper
-from servebench.load.stopping import checkpoints, planned_looks
-from servebench.recipe.schema.sweep import SloTier, StopRule
-from servebench.results import slo
+from rackbench.core.stats import batch_size_in_time
+from rackbench.load.records import Request
+from rackbench.load.steady import quantile_upper
+from rackbench.load.stopping import checkpoints, planned_looks
+from rackbench.recipe.schema.sweep import SloTier, StopRule
+from rackbench.results import slo
 from tests.conftest import REPO
 
 spec = importlib.util.spec_from_file_location("interval_coverage", REPO / "benchmarks/interval_coverage.py")
@@ -136,7 +136,7 @@ def _run(rng, n: int = 600, rate: float = 5.0, tau_s: float = 4.0) -> dict:
 def test_the_ab_bootstrap_resamples_time_blocks_and_so_seldom_calls_one_process_changed(monkeypatch):
     """#53 item 4: pairs of 120 s points of one process whose TTFT moves in slow stretches. Resampling single
     requests calls most pairs better or worse; blocks of consecutive time (a tenth of the window) seldom do."""
-    from servebench.history import compare
+    from rackbench.history import compare
     rng = np.random.default_rng(5)
     pairs = [(_run(rng), _run(rng)) for _ in range(16)]
 

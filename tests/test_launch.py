@@ -10,22 +10,22 @@ import sys
 
 import pytest
 
-from servebench.catalog.loader import Catalog
-from servebench.cluster import backend_for
-from servebench.cluster.request import request_for
-from servebench.core.results_folder import ResultsFolder
-from servebench.core.errors import ConfigError
-from servebench.server.preflight import entrypoint, login_findings, requests, retarget
-from servebench.server.assembly import dry_placement, launch_problems
-from servebench.server.containers import unmet_needs
-from servebench.server.placement import placement_for
-from servebench.server.plan import plan
-from servebench.server.steps import Container
-from servebench.tools import FOLDER as TOOLS
+from rackbench.catalog.loader import Catalog
+from rackbench.cluster import backend_for
+from rackbench.cluster.request import request_for
+from rackbench.core.results_folder import ResultsFolder
+from rackbench.core.errors import ConfigError
+from rackbench.server.preflight import entrypoint, login_findings, requests, retarget
+from rackbench.server.assembly import dry_placement, launch_problems
+from rackbench.server.containers import unmet_needs
+from rackbench.server.placement import placement_for
+from rackbench.server.plan import plan
+from rackbench.server.steps import Container
+from rackbench.tools import FOLDER as TOOLS
 from tests.conftest import REPO, by_id, edit, run_cli
 
 # gb200-nv's import of the recipe's vllm/vllm-openai:kimi-k3 (slurm.images): what every step's container runs
-NV_IMAGE = "/mnt/lustre01/users-public/sa-shared/servebench/images/vllm-openai+kimi-k3.sqsh"
+NV_IMAGE = "/mnt/lustre01/users-public/sa-shared/rackbench/images/vllm-openai+kimi-k3.sqsh"
 
 PREAMBLE = TOOLS / "preamble.py"
 
@@ -42,20 +42,20 @@ def test_each_server_process_runs_its_preamble_in_its_own_step(catalog):
     worker = sp.proc("worker0")
     setup, install = worker.preamble
     assert setup["argv"] == ["bash", "/configs/kimik3-dspark-config-compat.sh"]     # pyxis: configs/ at /configs
-    assert setup["unless_missing"] == "/model" and setup["env"] == {"SERVEBENCH_MODEL": "/model"}
+    assert setup["unless_missing"] == "/model" and setup["env"] == {"RACKBENCH_MODEL": "/model"}
     # #52 item 1: the runtime built at the recipe's commit, once, into the shared cache's wheelhouse; no pip per step
     source = "git+https://github.com/ai-dynamo/dynamo.git@ba83080ecd31c1ce918559e576d3c5bc9e092ff1"
-    assert install["argv"][:2] == ["python3", "/servebench-tools/dynamo_env.py"]
+    assert install["argv"][:2] == ["python3", "/rackbench-tools/dynamo_env.py"]
     assert install["argv"][2].startswith(f"{NV_IMAGE.split('/images/')[0]}/cache/dynamo/ai-dynamo-runtime-")
     assert install["argv"][3:] == [f"ai-dynamo-runtime @ {source}#subdirectory=lib/bindings/python",
                                    f"ai-dynamo @ {source}"]
     assert {tuple(p.preamble[1]["argv"]) for p in servers} == {tuple(install["argv"])}    # one wheelhouse for all
-    assert worker.command[:2] == ("python3", "/servebench-tools/preamble.py")      # the container's interpreter
+    assert worker.command[:2] == ("python3", "/rackbench-tools/preamble.py")      # the container's interpreter
     assert worker.command[-len(worker.argv):] == worker.argv and worker.command[-len(worker.argv) - 1] == "--"
     assert json.loads(worker.command[2]) == list(worker.preamble)
     assert worker.env["NCCL_IB_HCA"] and worker.env["DSPARK_SRC"] == "/models/Kimi-K3-DSpark"
     assert worker.container.image == NV_IMAGE and worker.container.name is None
-    assert ("/mnt/lustre01/users-public/sa-shared/servebench/models/Kimi-K3-DSpark", "/models/Kimi-K3-DSpark") \
+    assert ("/mnt/lustre01/users-public/sa-shared/rackbench/models/Kimi-K3-DSpark", "/models/Kimi-K3-DSpark") \
         in worker.container.mounts
     assert unmet_needs(sp) == []
 
@@ -78,7 +78,7 @@ def test_a_preamble_in_a_step_of_its_own_is_refused_where_its_writes_vanish(cata
     assert len(found) == 2 and all(line.startswith("worker0 on node 0 needs ") for line in found)
     assert f"made by setup0 (in container {NV_IMAGE} (unnamed: it and everything written in it vanish " \
            "with the step)" in found[0] and "run it in worker0's own preamble, or share one named container" in found[0]
-    named = Container(worker.container.image, worker.container.mounts, "servebench-node0")
+    named = Container(worker.container.image, worker.container.mounts, "rackbench-node0")
     shared = dataclasses.replace(sp, processes=(_with(alone, container=named), _with(bare, container=named)))
     assert unmet_needs(shared) == []
     host = dataclasses.replace(sp, processes=(_with(alone, container=Container()), _with(bare, container=Container())))
@@ -117,13 +117,13 @@ def test_the_preamble_runner_stops_on_a_failing_step_and_skips_a_step_whose_inpu
     done = subprocess.run([sys.executable, str(PREAMBLE), json.dumps(steps), "--", "sh", "-c", "echo started $0", "x"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert f"servebench: setup not run: {tmp_path / 'no'} does not exist on this node" in done.stdout
+    assert f"rackbench: setup not run: {tmp_path / 'no'} does not exist on this node" in done.stdout
     assert done.stdout.strip().endswith("started x") and marker.read_text() == "step\n"
     assert (tmp_path / "made").is_dir() and not (tmp_path / "never").exists()
     failing = [{"name": "dynamo", "argv": ["sh", "-c", "exit 3"]}]
     done = subprocess.run([sys.executable, str(PREAMBLE), json.dumps(failing), "--", "touch", str(tmp_path / "proc")],
                           capture_output=True, text=True)
-    assert done.returncode == 3 and "servebench: dynamo failed with exit code 3; touch was not started" in done.stdout
+    assert done.returncode == 3 and "rackbench: dynamo failed with exit code 3; touch was not started" in done.stdout
     assert not (tmp_path / "proc").exists()
 
 
@@ -131,7 +131,7 @@ def test_the_dspark_setup_script_needs_the_checkpoint_as_the_process_sees_it(tmp
     """Inside the container the model is /model: a checkpoint path derived from it would be /Kimi-K3-DSpark.
     The script takes DSPARK_SRC (the cluster file's, a mount destination) and says so when it is unset."""
     script = REPO / "recipes/configs/kimik3-dspark-config-compat.sh"
-    env = {"PATH": os.environ["PATH"], "SERVEBENCH_MODEL": "/model", "DSPARK_VIEW": str(tmp_path / "view")}
+    env = {"PATH": os.environ["PATH"], "RACKBENCH_MODEL": "/model", "DSPARK_VIEW": str(tmp_path / "view")}
     done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
     assert done.returncode != 0 and "set DSPARK_SRC to the staged Kimi-K3-DSpark checkpoint" in done.stderr
     src = tmp_path / "staged"
@@ -155,7 +155,7 @@ def test_the_dspark_setup_script_run_by_steps_sharing_tmp_at_once_leaves_one_who
     (src / "config.json").write_text(json.dumps({"mask_token_id": 7}))
     for i in range(20):
         (src / f"model-{i}.safetensors").write_text("w")
-    env = {"PATH": os.environ["PATH"], "SERVEBENCH_MODEL": "/model", "DSPARK_SRC": str(src),
+    env = {"PATH": os.environ["PATH"], "RACKBENCH_MODEL": "/model", "DSPARK_SRC": str(src),
            "DSPARK_VIEW": str(tmp_path / "view")}
     runs = [subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True) for _ in range(6)]
@@ -174,9 +174,9 @@ def test_render_shows_the_launch_sequence(repo):
     assert order == sorted(order)
     worker = out[out.index("## worker0 (worker)"):]
     assert "# preamble, in this step before the process: setup: bash /configs/kimik3-dspark-config-compat.sh " \
-           "(only if /model exists); dynamo: python3 /servebench-tools/dynamo_env.py" in worker
+           "(only if /model exists); dynamo: python3 /rackbench-tools/dynamo_env.py" in worker
     assert "(unnamed: it and everything written in it vanish with the step)" in worker
-    assert "--job-name=servebench-RUN-tp.worker0" in out               # the step name release signals
+    assert "--job-name=rackbench-RUN-tp.worker0" in out               # the step name release signals
 
 
 def test_stand_in_clusters_skip_the_dynamo_install(catalog):
@@ -223,7 +223,7 @@ def test_retarget_keeps_the_shape_and_runs_every_step_in_a_container(catalog):
                       root=str(REPO))
     assert "cpus-per-task" not in req.directives and req.srun_options["container-remap-root"] == ""
     # the recipe's image as one imported file (slurm.images), never a registry name each step would pull
-    assert req.container_image == "/var/lib/servebench-slurm/images/serve.sqsh" and req.stop_grace_s == 60
+    assert req.container_image == "/var/lib/rackbench-slurm/images/serve.sqsh" and req.stop_grace_s == 60
     assert req.container_mounts[str(REPO / ".venvs")] == str(REPO / ".venvs")      # relative = the repo's
     where = placement_for(local, ["n1"] * 4, ["n1"] * 4, "/w", root=str(REPO))
     found = login_findings(local, where, req.dropped)
@@ -252,7 +252,7 @@ def test_login_preflight_names_each_missing_image_file_named_or_mapped(catalog, 
     infra.write_bytes(b"hsqs")
     found = login_findings(local, where)
     assert [(f.check, f.message.split(",")[0]) for f in found] == [("imported image", str(serve))]
-    assert "servebench stage kimi-k3-gb200-dep --images" in found[0].fix
+    assert "rackbench stage kimi-k3-gb200-dep --images" in found[0].fix
 
 
 def test_each_step_is_a_pyxis_container_with_the_recipes_environment_over_the_images(catalog):
@@ -262,7 +262,7 @@ def test_each_step_is_a_pyxis_container_with_the_recipes_environment_over_the_im
     The stand-in's node-local disks are pyxis mounts of each node's folder, not a wrapper around the program; the
     image's entrypoint never runs, every step starts in /, and only a step that installs into the image asks for a
     writable root (#52: gb200-local carries Dynamo, so none does)."""
-    from servebench.server.assembly import Assembly
+    from rackbench.server.assembly import Assembly
     prof = retarget(by_id(catalog, "kimi-k3-gb200-dep_offload"), catalog.clusters["gb200-local"])
     _, alloc, sp = Assembly(prof, ResultsFolder.at("/tmp/x"), "RUN", root=REPO, dry=True).render()
     by_name = {p.name: p for p in alloc.processes}
@@ -272,9 +272,9 @@ def test_each_step_is_a_pyxis_container_with_the_recipes_environment_over_the_im
         args = cmd[:cmd.index("--")]
         image = [a for a in args if a.startswith("--container-image=")]
         want = "infra" if proc.role == "infra" else "serve"
-        assert image == [f"--container-image=/var/lib/servebench-slurm/images/{want}.sqsh"], (proc.name, args)
+        assert image == [f"--container-image=/var/lib/rackbench-slurm/images/{want}.sqsh"], (proc.name, args)
         mounts = next(a.split("=", 1)[1].split(",") for a in args if a.startswith("--container-mounts="))
-        assert f"/var/lib/servebench-slurm/node-disk/{proc.node}/numa1:/mnt/numa1" in mounts, mounts
+        assert f"/var/lib/rackbench-slurm/node-disk/{proc.node}/numa1:/mnt/numa1" in mounts, mounts
         assert not [m for m in mounts if m.startswith("/mnt/numa1")], mounts      # read from the node's own disk
         assert "--no-container-entrypoint" in args and "--container-workdir=/" in args
         assert "--container-writable" not in args
@@ -295,7 +295,7 @@ def test_every_planned_server_binds_its_nodes_address_never_every_interface(cata
     """etcd, NATS, the Dynamo frontend, vLLM's API server and the workers' side servers listened on 0.0.0.0; each now
     binds the address of its node (loopback on this machine). Only vLLM's KV-event publisher keeps its wildcard
     endpoint (vLLM connects, not binds, to any other)."""
-    from servebench.server.assembly import dry_plan
+    from rackbench.server.assembly import dry_plan
     profiles = [p for p in catalog.profiles if p.recipe.frontend.type == frontend]
     assert profiles
     for prof in profiles:
@@ -325,9 +325,9 @@ def test_a_dynamo_that_names_the_response_streams_interface_gets_one(catalog):
     NCCL interface on a cluster, else Dynamo's own choice); Dynamo 1.6.1's keep the address."""
     import dataclasses
 
-    from servebench.catalog.flag_rules import pins
-    from servebench.server.assembly import dry_plan
-    from servebench.server.frontends.dynamo import bound_to
+    from rackbench.catalog.flag_rules import pins
+    from rackbench.server.assembly import dry_plan
+    from rackbench.server.frontends.dynamo import bound_to
     seen = set()
     for prof in [p for p in catalog.profiles if p.recipe.frontend.type == "dynamo"]:
         where, sp = dry_plan(prof)
@@ -353,9 +353,9 @@ def test_a_port_the_plan_gives_a_node_that_another_job_holds_is_refused_before_t
     import socket
     import sys
 
-    from servebench.server.assembly import dry_plan
-    from servebench.server.preflight import requests
-    from servebench.tools import PREFLIGHT
+    from rackbench.server.assembly import dry_plan
+    from rackbench.server.preflight import requests
+    from rackbench.tools import PREFLIGHT
     (prof,) = [p for p in catalog.profiles if p.id.endswith("-dep_offload") and p.cluster.name == "gb200-nv"]
     where, sp = dry_plan(prof)
     reqs = requests(prof, sp, where)
@@ -376,11 +376,11 @@ def test_a_port_the_plan_gives_a_node_that_another_job_holds_is_refused_before_t
 
 
 def test_the_client_reads_the_cache_stage_fills_in_a_session_and_in_preflight(catalog, tmp_path):
-    """Without runtime.client.cache the client's cache is the results folder's shared .hf-cache, the one `servebench
+    """Without runtime.client.cache the client's cache is the results folder's shared .hf-cache, the one `rackbench
     stage --results-dir` fills: a session's profile folder is <results>/runs/<id>/<profile> and read a per-run cache
     before (<results>/runs/<id>/.hf-cache, never staged)."""
     prof = retarget(by_id(catalog, "kimi-k3-gb200-dep_offload"), catalog.clusters["gb200-local"])
-    staged = ResultsFolder.at(tmp_path).hf_cache                     # what `servebench stage` fills
+    staged = ResultsFolder.at(tmp_path).hf_cache                     # what `rackbench stage` fills
     session = ResultsFolder.for_run(tmp_path, "20261203-RUN").profile(prof.id).root
     preflight = ResultsFolder.at(tmp_path).profile(prof.id).root
     for workdir in (session, preflight):
@@ -391,15 +391,15 @@ def test_the_client_reads_the_cache_stage_fills_in_a_session_and_in_preflight(ca
 def test_a_client_whose_container_never_started_is_said_so_not_that_its_files_did_not_come_back(tmp_path):
     """A client step whose container did not start (a missing mount, an image that is not there) wrote nothing; it
     was reported as a results folder the login host cannot read (FilesNotBack), which sent one to the wrong fix."""
-    from servebench.load.client import ClientSetupFailed, check_after
-    from servebench.load.generator import Invocation
-    from servebench.server.steps import ClientSpec
+    from rackbench.load.client import ClientSetupFailed, check_after
+    from rackbench.load.generator import Invocation
+    from rackbench.server.steps import ClientSpec
     log = tmp_path / "aiperf.log"
     log.write_text("slurmstepd-n1: error: pyxis: container start failed: mount source /mnt/numa1/models/Kimi-K3 "
                    "does not exist on this node (enroot: No such file or directory)\n"
                    "srun: error: n1: task 0: Exited with exit code 1\n")
     inv = Invocation(["aiperf"], {}, tmp_path / "out", log, tmp_path / "cmd")
-    client = ClientSpec("head", "n1", "python3", "/servebench-tools", None, "/cache", "/tmp", "/model")
+    client = ClientSpec("head", "n1", "python3", "/rackbench-tools", None, "/cache", "/tmp", "/model")
     with pytest.raises(ClientSetupFailed, match="the client's container did not start on n1, so the load generator "
                        "never ran: slurmstepd-n1: error: pyxis: container start failed: mount source /mnt/numa1"):
         check_after(client, inv, 1, wrote=False)
@@ -408,7 +408,7 @@ def test_a_client_whose_container_never_started_is_said_so_not_that_its_files_di
 @pytest.mark.catalog("kimi-k3", "local")
 def test_launch_problems_come_in_the_same_pass_as_another_recipes_problems(recipes):
     """A broken recipe elsewhere in the catalog held the launch-plan check back until it was fixed: a second run
-    then found the launch problem. `servebench matrix` now says both, and checks the plans of the valid profiles."""
+    then found the launch problem. `rackbench matrix` now says both, and checks the plans of the valid profiles."""
     edit(recipes / "clusters/gb200-nv.yaml", "DSPARK_SRC: /models/Kimi-K3-DSpark",
          "DSPARK_SRC: /mnt/numa1/models/Kimi-K3-DSpark")
     edit(recipes / "local/_sweep.yaml", "  gates:\n", "  waive:\n    capacity: no reason\n  gates:\n")
@@ -421,7 +421,7 @@ def test_launch_problems_come_in_the_same_pass_as_another_recipes_problems(recip
 def test_a_step_that_installs_dynamo_into_the_image_asks_for_a_writable_root(catalog):
     """#52: gb200-nv's recipe installs Dynamo into the vLLM image (dynamo.install); enroot's root is read-only by
     default, so that pip install failed with EROFS on the cluster unless the step passes --container-writable."""
-    from servebench.server.assembly import Assembly
+    from rackbench.server.assembly import Assembly
     prof = by_id(catalog, "kimi-k3-gb200-tp")
     assert prof.recipe.dynamo.install and prof.cluster.runtime.dynamo_install
     _, alloc, _ = Assembly(prof, ResultsFolder.at("/tmp/x"), "RUN", root=REPO, dry=True).render()

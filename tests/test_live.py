@@ -19,22 +19,22 @@ from pathlib import Path
 import httpx
 import pytest
 
-from servebench.catalog.loader import Catalog
-from servebench.catalog.points import Point
-from servebench.cluster import ProcessDied
-from servebench.core.results_folder import ResultsFolder
-from servebench.load.aiperf import AiperfGenerator
-from servebench.load.measure import measure
-from servebench.load.steady import needed
-from servebench.results.model import parse
-from servebench.results.model import problems as validate
-from servebench.results.point import store
-from servebench.results.schema import file_problems
-from servebench.results.slo import decider_for
-from servebench.results.verdict import judge
-from servebench.server.assembly import Assembly
-from servebench.server.generated import ensure_model
-from servebench.server.plan import Engine, ProcSpec, ServerPlan
+from rackbench.catalog.loader import Catalog
+from rackbench.catalog.points import Point
+from rackbench.cluster import ProcessDied
+from rackbench.core.results_folder import ResultsFolder
+from rackbench.load.aiperf import AiperfGenerator
+from rackbench.load.measure import measure
+from rackbench.load.steady import needed
+from rackbench.results.model import parse
+from rackbench.results.model import problems as validate
+from rackbench.results.point import store
+from rackbench.results.schema import file_problems
+from rackbench.results.slo import decider_for
+from rackbench.results.verdict import judge
+from rackbench.server.assembly import Assembly
+from rackbench.server.generated import ensure_model
+from rackbench.server.plan import Engine, ProcSpec, ServerPlan
 from tests.conftest import REPO, edit
 
 pytestmark = pytest.mark.local
@@ -116,9 +116,9 @@ def stream_chat(api: str, model: str) -> tuple[list[dict], str]:
 
 
 def listening_of(token: str) -> list:
-    """Every TCP socket a process of the deployment with ``token`` listens on (servebench.server.identity)."""
-    from servebench.core.listeners import environment_of, sockets
-    from servebench.server.identity import TOKEN_ENV
+    """Every TCP socket a process of the deployment with ``token`` listens on (rackbench.server.identity)."""
+    from rackbench.core.listeners import environment_of, sockets
+    from rackbench.server.identity import TOKEN_ENV
     return [s for s in sockets() if s.listening and s.pid and environment_of(s.pid).get(TOKEN_ENV) == token]
 
 
@@ -185,8 +185,8 @@ def test_real_aiperf_point_on_real_server(catalog, vllm_server, tmp_path):
     assert r["server"]["prefix_cache_hits"] > 0      # turns of a session share their growing prefix
     assert r["requests"]["warmup_dropped"] == 2 and r["identity"]["versions"]["aiperf"] == "0.13.0"
     assert judge(parse(r), prof).failures == []
-    # every request in servebench's own form beside the result: the profiled ones are the result's count
-    from servebench.results import requests as request_file
+    # every request in rackbench's own form beside the result: the profiled ones are the result's count
+    from rackbench.results import requests as request_file
     sent = request_file.read(out.requests)
     assert len([q for q in sent if q.profiled]) == r["requests"]["completed"]
     assert len([q for q in sent if q.phase == "warmup"]) == 2 and all(q.ok and q.input_tokens for q in sent)
@@ -265,7 +265,7 @@ def test_all_requests_failing_is_a_failed_point_not_a_crash(catalog, tiny_model,
 
 def run_cli(*args):
     import subprocess
-    return subprocess.run([sys.executable, "-m", "servebench", *args], cwd=REPO, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "rackbench", *args], cwd=REPO, capture_output=True, text=True)
 
 
 def test_real_parsers_accept_shipped_flags_and_reject_a_vllm_serve_flag_on_the_worker(installed, recipes):
@@ -291,32 +291,32 @@ def test_real_parsers_accept_shipped_flags_and_reject_a_vllm_serve_flag_on_the_w
 def test_pinned_flag_table_matches_the_installed_parsers(installed, tmp_path):
     import subprocess
     out = tmp_path / "table.json"
-    subprocess.run([str(SERVE_PY), str(REPO / "servebench/tools/flag_table.py"), "--out", str(out)], check=True,
+    subprocess.run([str(SERVE_PY), str(REPO / "rackbench/tools/flag_table.py"), "--out", str(out)], check=True,
                    capture_output=True)
     fresh = json.loads(out.read_text())
-    pinned = json.loads((REPO / "servebench/data/flags/dynamo-1.6.1_vllm-0.31.0.json").read_text())
+    pinned = json.loads((REPO / "rackbench/data/flags/dynamo-1.6.1_vllm-0.31.0.json").read_text())
     assert fresh["versions"] == pinned["versions"] and fresh["entrypoints"] == pinned["entrypoints"]
 
 
 def test_stage_says_when_the_hub_is_out_of_reach_and_stages_what_this_host_sees(installed, tmp_path):
-    """`servebench stage`: the seed corpus cannot come from a machine without Hub access (one line with the fix);
+    """`rackbench stage`: the seed corpus cannot come from a machine without Hub access (one line with the fix);
     the embedded default's tokenizer, whose model this host sees, lands in the cache as the client reads it."""
     import os
     import subprocess
     cache = tmp_path / "cache"
     env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9"}           # nothing listens there
-    done = subprocess.run([sys.executable, "-m", "servebench", "stage", "tp", "--cache", str(cache)], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "rackbench", "stage", "tp", "--cache", str(cache)], cwd=REPO,
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 1
     assert "stage: semianalysis_cc_traces_weka_062126 (semianalysisai/cc-traces-weka-062126) could not be fetched " \
            "from here: ConnectionError" in done.stderr
-    assert f"the Hub cannot be reached from this machine: run `servebench stage` where it can, with --cache naming " \
+    assert f"the Hub cannot be reached from this machine: run `rackbench stage` where it can, with --cache naming " \
            f"the cluster's shared cache as that machine sees it ({cache})" in done.stderr
     assert "note: kimi-k3-gb200-tp: its model directory is not visible here" in done.stdout
-    assert "stage: /mnt/lustre01/users-public/sa-shared/servebench/models does not exist here, so " \
+    assert "stage: /mnt/lustre01/users-public/sa-shared/rackbench/models does not exist here, so " \
            "Inferact/Kimi-K3-DSpark has nowhere to go" in done.stderr         # the draft: nothing made on this host
     assert not Path("/mnt/lustre01").exists()
-    done = subprocess.run([sys.executable, "-m", "servebench", "stage", "tiny-llama-cpu-dynamo", "--cache", str(cache)],
+    done = subprocess.run([sys.executable, "-m", "rackbench", "stage", "tiny-llama-cpu-dynamo", "--cache", str(cache)],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "stage: tokenizer local/tiny-llama from " in done.stdout
@@ -324,13 +324,13 @@ def test_stage_says_when_the_hub_is_out_of_reach_and_stages_what_this_host_sees(
 
 
 def test_stage_downloads_the_draft_model_where_the_cluster_file_names_it(installed, tmp_path):
-    """#31 defect 2: every gb200-nv container mounts the DSpark drafter, and nothing staged it. servebench's stage
-    tool (AIPerf's interpreter, as `servebench stage` runs it) downloads it whole into a folder of its own renamed
+    """#31 defect 2: every gb200-nv container mounts the DSpark drafter, and nothing staged it. rackbench's stage
+    tool (AIPerf's interpreter, as `rackbench stage` runs it) downloads it whole into a folder of its own renamed
     into place, says when the Hub is out of reach with nothing half-made left, and leaves a complete one alone.
     Which drafts a profile stages, and where: tests/test_preflight.py."""
     import os
     import subprocess
-    from servebench.tools import STAGE
+    from rackbench.tools import STAGE
     shared = tmp_path / "lustre"
     shared.mkdir()
     req = json.dumps({"models": [{"repo": "Inferact/Kimi-K3-DSpark", "dest": str(shared / "dspark")}]})
@@ -385,7 +385,7 @@ def test_an_adaptive_point_ends_once_its_throughput_is_known(adaptive_catalog, v
     assert run["stop_reason"].startswith("precise and steady at ") and run["was_cancelled"] is True
     assert steady["stationary"] is True and steady["half_width_rel"] <= 0.25 and steady["batches"] >= 8
     assert r["throughput"]["duration_s"] < 110 and r["requests"]["errors"] == 0
-    assert judge(parse(r), prof).failures == []                             # servebench's own stop is no abort
+    assert judge(parse(r), prof).failures == []                             # rackbench's own stop is no abort
     assert len(r["series"]["t"]) >= 20 and max(r["series"]["output_tps"]) > 0 and sum(r["series"]["completed"]) > 0
     p99 = r["evidence"]["ttft_p99_ms"]        # a bound of the p99 exists from needed(0.99, 0.99) = 459 requests on
     if p99["requests"] >= needed(0.99, p99["confidence"]):                   # (a slow machine stops before that)
@@ -513,7 +513,7 @@ def test_a_search_probes_in_one_deployment_and_stores_each_probe_and_its_answer(
     """#32: profile.search on the real CPU server (the module's one deployment): probes doubling from the range's
     low end, each a stored and judged point, the answer beside them; a generous tier is met up to the range's top
     (two probes: the bisection is tests/test_search.py's, offline, and scripts/bench runs the whole search)."""
-    from servebench.plugin.search import run
+    from rackbench.plugin.search import run
     prof = profile(catalog, "vllm_search")
     prof = dataclasses.replace(prof, spec=prof.spec.model_copy(update={
         "concurrency": [1, 2], "load": prof.spec.load.model_copy(update={"duration_s": 5}),
@@ -543,7 +543,7 @@ def test_a_decided_point_stops_once_its_slo_gate_is_met_with_confidence(adaptive
     assert r.run.stop_reason.startswith("decided: tier relaxed met at "), r.run.stop_reason
     assert r.requests.completed >= 100 and r.run.was_cancelled is True
     (tier,) = r.slo
-    assert tier.verdict == "met" and judge(r, prof).failures == []          # servebench's own stop is no abort
+    assert tier.verdict == "met" and judge(r, prof).failures == []          # rackbench's own stop is no abort
 
 
 @pytest.mark.parametrize("what, cause", [

@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servebench.catalog.loader import Catalog
-from servebench.catalog.points import Point
-from servebench.core.results_folder import CaseFolder
-from servebench.load import aiperf, traces
-from servebench.load.generator import LoadJob
-from servebench.server.assembly import dry_plan
+from rackbench.catalog.loader import Catalog
+from rackbench.catalog.points import Point
+from rackbench.core.results_folder import CaseFolder
+from rackbench.load import aiperf, traces
+from rackbench.load.generator import LoadJob
+from rackbench.server.assembly import dry_plan
 from tests.conftest import REPO, by_id, edit
 
 
@@ -92,7 +92,7 @@ def test_named_corpus_uses_agentic_replay_with_the_recipe_caps(recipes, tmp_path
 
 
 def tokenizer_cache(*args) -> subprocess.CompletedProcess:
-    from servebench.tools import TOKENIZER_CACHE
+    from rackbench.tools import TOKENIZER_CACHE
     return subprocess.run([sys.executable, str(TOKENIZER_CACHE), *map(str, args)], capture_output=True, text=True)
 
 
@@ -137,9 +137,9 @@ def test_aiperf_prepares_where_the_client_runs_and_reads_from_the_shared_cache(c
     j = LoadJob(Point(prof, 64), sp.api_url, sp.model_name, tuple(sp.metrics_urls), CaseFolder(tmp_path / "c"), "r",
                 sp.client)
     inv = aiperf.AiperfGenerator().invocation(j)
-    cache = "/mnt/lustre01/users-public/sa-shared/servebench/cache"
+    cache = "/mnt/lustre01/users-public/sa-shared/rackbench/cache"
     (step,) = inv.steps
-    assert step["argv"] == ["python3", "/servebench-tools/tokenizer_cache.py", "/model", cache, "kimi-k3"]
+    assert step["argv"] == ["python3", "/rackbench-tools/tokenizer_cache.py", "/model", cache, "kimi-k3"]
     assert inv.argv[:3] == ["python3", "-m", "aiperf"] and inv.argv[inv.argv.index("--tokenizer") + 1] == "local/kimi-k3"
     assert inv.env["HF_HOME"] == cache and inv.env["HF_HUB_OFFLINE"] == inv.env["HF_DATASETS_OFFLINE"] == "1"
     assert inv.env["AIPERF_DATASET_MMAP_CACHE_DIR"] == f"{cache}/aiperf-mmap"
@@ -151,9 +151,9 @@ def test_aiperf_prepares_where_the_client_runs_and_reads_from_the_shared_cache(c
 
 
 def test_render_shows_the_sessions_the_run_writes(catalog, tmp_path):
-    """`servebench render` takes a point's session count from the trace the run would write (subagents included),
+    """`rackbench render` takes a point's session count from the trace the run would write (subagents included),
     not from sessions_per_concurrency x concurrency."""
-    from servebench.load.measure import trace_spec
+    from rackbench.load.measure import trace_spec
     from tests.conftest import run_cli
     prof = by_id(catalog, "tiny-llama-cpu-vllm")
     written = traces.write(trace_spec(Point(prof, 4), "RUN"), tmp_path / "t.jsonl")["sessions"]
@@ -165,7 +165,7 @@ def test_render_shows_the_sessions_the_run_writes(catalog, tmp_path):
 def test_progress_lines_name_the_phase_and_give_it_its_own_clock():
     """'60 s of ~20 s, 0 requests done' read as a hang: start-up, warm-up, profiling and grace are named, and
     profiling counts from the end of the warm-up, not from the generator's start."""
-    from servebench.load.progress import Phases
+    from rackbench.load.progress import Phases
     p = Phases(duration_s=20, warmup=4)
     assert p.line(15, 0).startswith("start-up 15 s")
     assert p.line(30, 2) == "warm-up 0 s, 2 of 4 warm-up requests done"
@@ -177,7 +177,7 @@ def test_progress_lines_name_the_phase_and_give_it_its_own_clock():
 
 
 def test_the_phase_clock_starts_when_the_series_saw_the_warm_up_end_not_at_the_next_line():
-    from servebench.load.progress import Phases
+    from rackbench.load.progress import Phases
     p = Phases(duration_s=20, warmup=4)
     for at, done in ((1, 0), (5, 1), (8, 4), (9, 6)):
         p.observe(at, done)
@@ -187,7 +187,7 @@ def test_the_phase_clock_starts_when_the_series_saw_the_warm_up_end_not_at_the_n
 def test_a_phase_seen_a_scrape_ahead_of_the_line_never_reads_negative():
     """#54/#56: `profiling -4 s of ~20 s`: the series saw the warm-up end on the sampler's clock, a little ahead of
     the clock the line was asked with."""
-    from servebench.load.progress import Phases
+    from rackbench.load.progress import Phases
     p = Phases(duration_s=20, warmup=4)
     p.observe(10, 1)
     p.observe(14, 4)
@@ -252,7 +252,7 @@ def test_a_remote_code_tokenizer_keeps_the_modules_it_imports_and_loads_offline(
 def test_clients_filling_one_cache_at_once_all_get_a_whole_snapshot(tmp_path):
     """Three concurrent copies into one shared cache failed 9 times in 24 on the fixed `<digest>.tmp` name: two
     rounds of 8 all pass here only by chance ((15/24)^16, under 0.1%) with a fixed name."""
-    from servebench.tools import TOKENIZER_CACHE
+    from rackbench.tools import TOKENIZER_CACHE
     src = tmp_path / "model"
     src.mkdir()
     for name, text in KIMI_LIKE.items():         # a vocabulary of real size keeps the copies in flight together
@@ -270,8 +270,8 @@ def test_clients_filling_one_cache_at_once_all_get_a_whole_snapshot(tmp_path):
 
 def _slow_setup_run(tmp_path, setup_s: float, **kw):
     """A generator step whose preamble takes ``setup_s`` (as the client's first environment install does)."""
-    from servebench.load.generator import Invocation, LocalProcess, generator_for
-    from servebench.tools import FOLDER, preamble_command
+    from rackbench.load.generator import Invocation, LocalProcess, generator_for
+    from rackbench.tools import FOLDER, preamble_command
     steps = [{"name": "client-env", "argv": [sys.executable, "-c", f"import time; time.sleep({setup_s})"]}]
     inv = Invocation([sys.executable, "-c", "import time; time.sleep(1.0)"], {}, tmp_path / "out", tmp_path / "c.log",
                      tmp_path / "command.txt", steps=tuple(steps))
@@ -290,7 +290,7 @@ def test_the_clients_setup_does_not_count_against_its_points_time(tmp_path):
 
 
 def test_a_setup_that_never_ends_is_stopped_and_said(tmp_path, monkeypatch):
-    from servebench.load import generator
+    from rackbench.load import generator
     monkeypatch.setattr(generator, "CLIENT_SETUP_S", 1.0)
     began = time.monotonic()
     with pytest.raises(generator.SetupTimeout, match="the client's setup ran past 1.0 s"):

@@ -1,14 +1,14 @@
 """The machine a point ran on, offline: GPU telemetry summarized from nvidia-smi's samples, and what
-`servebench compare` says differed between two groups of runs' machines."""
+`rackbench compare` says differed between two groups of runs' machines."""
 
 import json
 
 import pytest
 
-from servebench.history import machines
-from servebench.results.model import parse, upgrade
-from servebench.results.schema import file_problems
-from servebench.server.machine import TELEMETRY, read_samples, sampler_argv, summarize
+from rackbench.history import machines
+from rackbench.results.model import parse, upgrade
+from rackbench.results.schema import file_problems
+from rackbench.server.machine import TELEMETRY, read_samples, sampler_argv, summarize
 from tests.conftest import REPO
 
 OLD = REPO / "tests/data/results-local/points/tiny-llama-cpu-vllm-c1.json"
@@ -113,7 +113,7 @@ def test_compare_names_the_other_tenant_on_the_lent_h200():
 
 @pytest.mark.parametrize("case", ["llama-770m-h200-vllm-c8", "llama-770m-h200-vllm-c32"])
 def test_an_h200_point_stores_its_machine_and_what_the_gpu_did(case):
-    """Two servebench points measured on the lent H200 (tests/data/h200-point-record), schema-valid, each with the
+    """Two rackbench points measured on the lent H200 (tests/data/h200-point-record), schema-valid, each with the
     machine record and the nvidia-smi summary of its window: what the earlier H200 runs lacked to say why their
     throughput differed. Here the GPU was not the limit: full SM clock, a quarter of the power cap, idle most of
     the time, no other process on it."""
@@ -135,8 +135,8 @@ def test_an_h200_point_stores_its_machine_and_what_the_gpu_did(case):
 
 
 def with_host(r, engine_cores: float, bound: str, load: float = 1.0):
-    """A result with a host record (servebench.server.host) and a bound (servebench.results.bound)."""
-    from servebench.results.model import PointResult
+    """A result with a host record (rackbench.server.host) and a bound (rackbench.results.bound)."""
+    from rackbench.results.model import PointResult
     return PointResult.model_validate({**r.model_dump(mode="json"),
         "host": {"source": "test", "interval_s": 1.0,
                  "nodes": [{"node": "local0", "samples": 40, "cores": 16, "load_mean": load, "load_max": load,

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from servebench.core.errors import ConfigError
-from servebench.history import measurements
+from rackbench.core.errors import ConfigError
+from rackbench.history import measurements
 
 pytestmark = pytest.mark.offline
 

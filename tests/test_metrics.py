@@ -1,5 +1,5 @@
-"""One definition per metric (servebench.results.metrics): a metric added in one place reaches every output that
-shows or compares metrics, and every number reads through the one formatter (servebench.core.format)."""
+"""One definition per metric (rackbench.results.metrics): a metric added in one place reaches every output that
+shows or compares metrics, and every number reads through the one formatter (rackbench.core.format)."""
 
 import csv
 import io
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from servebench.core.format import clip, interval, number
-from servebench.history import rows, store
-from servebench.report import summary
-from servebench.report.files import points_csv
-from servebench.results import metrics as registry
-from servebench.results.files import load_points
+from rackbench.core.format import clip, interval, number
+from rackbench.history import rows, store
+from rackbench.report import summary
+from rackbench.report.files import points_csv
+from rackbench.results import metrics as registry
+from rackbench.results.files import load_points
 from tests.conftest import run_cli
 
 NOISE = Path(__file__).parent / "data" / "noise-local"
@@ -41,11 +41,11 @@ def test_a_metric_added_in_one_place_is_in_every_output(tmp_path):
         con.close()
         ids = [json.loads(next((NOISE / n / "points").glob("*.json")).read_text())["identity"]["run_id"]
                for n in ("run-1", "run-2", "run-3")]
-        res = run_cli("compare", ids[0], ids[2], "--history", db)                          # servebench compare
+        res = run_cli("compare", ids[0], ids[2], "--history", db)                          # rackbench compare
         assert res.returncode == 0, res.stderr
         line = next(ln for ln in res.stdout.splitlines() if "requests per second" in ln)
         assert "within noise" in line and "[" in line      # pooled run-to-run noise of the run not on trial
-        from servebench.report import html                                                # report.html's table
+        from rackbench.report import html                                                # report.html's table
         page = html.collect(db)
         column = page["columns"].index("requests per second")
         cells = {p["case"]: p["cells"][column] for p in page["runs"][0]["points"]}
@@ -83,7 +83,7 @@ def test_one_formatter(value, unit, text):
 
 def test_one_value_reads_the_same_in_the_summary_and_report_md(tmp_path):
     """The summary and report.md once rounded one share two ways (64.5% and 64.6%)."""
-    from servebench.report import files
+    from rackbench.report import files
     d = tmp_path / "results"
     shutil.copytree(NOISE / "run-1", d)
     points, _ = load_points(d)

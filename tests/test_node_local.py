@@ -12,19 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from servebench.catalog.loader import Catalog
-from servebench.catalog.points import Point
-from servebench.core.results_folder import ResultsFolder
-from servebench.load.aiperf import AiperfGenerator
-from servebench.load.client import ClientSetupFailed, FilesNotBack
-from servebench.load.measure import MeasurementFailed, measure
-from servebench.server.assembly import Assembly
-from servebench.server.generated import ensure_model
-from servebench.server.plan import Engine, ProcSpec, ServerPlan
+from rackbench.catalog.loader import Catalog
+from rackbench.catalog.points import Point
+from rackbench.core.results_folder import ResultsFolder
+from rackbench.load.aiperf import AiperfGenerator
+from rackbench.load.client import ClientSetupFailed, FilesNotBack
+from rackbench.load.measure import MeasurementFailed, measure
+from rackbench.server.assembly import Assembly
+from rackbench.server.generated import ensure_model
+from rackbench.server.plan import Engine, ProcSpec, ServerPlan
 from tests.conftest import REPO, by_id, edit
 
 pytestmark = pytest.mark.slurm
-DISK = "/mnt/servebench-node-disk"
+DISK = "/mnt/rackbench-node-disk"
 AIPERF = REPO / ".venvs/aiperf/bin/aiperf"
 SERVE_PY = REPO / ".venvs/serve/bin/python"
 FAKE = Path(__file__).with_name("fakeserver.py")

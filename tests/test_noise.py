@@ -1,4 +1,4 @@
-"""servebench.history.noise: run-to-run noise from repeated points, and the Student-t intervals built on it (pure)."""
+"""rackbench.history.noise: run-to-run noise from repeated points, and the Student-t intervals built on it (pure)."""
 
 import math
 
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servebench.history import noise
-from servebench.history.noise import Noise, Repeat
+from rackbench.history import noise
+from rackbench.history.noise import Noise, Repeat
 
 
 def test_repeats_group_one_case_and_fingerprint_with_two_or_more_positive_values():
@@ -72,7 +72,7 @@ def test_the_quantile_bound_is_the_order_statistic_the_exact_binomial_gives(n, p
     """The upper bound of the p-quantile is the k-th smallest value, k the smallest with P(Binom(n, p) <= k - 1) >=
     confidence (the distribution-free order-statistic bound), checked against the CDF summed exactly in rationals."""
     from fractions import Fraction
-    from servebench.load.steady import needed, quantile_upper
+    from rackbench.load.steady import needed, quantile_upper
     values = [float(i) for i in range(n)]                 # the k-th smallest is k - 1
     if n < needed(p, confidence):
         assert quantile_upper(values, p, confidence) is None

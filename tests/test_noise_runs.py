@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from servebench.history import queries
-from servebench.history import store as history
-from servebench.report import html as html_report
-from servebench.results import files as result
-from servebench.results.verdict import judge
+from rackbench.history import queries
+from rackbench.history import store as history
+from rackbench.report import html as html_report
+from rackbench.results import files as result
+from rackbench.results.verdict import judge
 from tests.conftest import by_id, run_cli
 
 DATA = Path(__file__).parent / "data" / "noise-local"
@@ -52,7 +52,7 @@ def compare(store, a, b) -> dict[str, dict]:
 
 
 def test_history_noise_prints_measure_noises_figures(store):
-    """`servebench history noise` (what scripts/measure-noise ends with) reports, per point, the mean, CV and
+    """`rackbench history noise` (what scripts/measure-noise ends with) reports, per point, the mean, CV and
     largest drop of the three same-recipe runs, computed here straight from their result files."""
     res = run_cli("history", "noise", "--db", store)
     assert res.returncode == 0, res.stderr

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from servebench.catalog.loader import Catalog
-from servebench.core.errors import ConfigError
+from rackbench.catalog.loader import Catalog
+from rackbench.core.errors import ConfigError
 from tests.conftest import by_id, edit, run_cli
 
 SEED = Path(__file__).parent / "data" / "seed-recipes" / "agg-gb200-tp16-latency-agentic.yaml"
@@ -71,10 +71,10 @@ def test_placeholders_say_who_expands_what(recipes):
     with pytest.raises(ConfigError) as err:
         Catalog.load(recipes)
     lines = {ln.split(": ", 2)[1]: ln for ln in str(err.value).splitlines()}
-    assert "srtctl fills it in worker environments; servebench fills it only in the keys profile.templates lists" \
+    assert "srtctl fills it in worker environments; rackbench fills it only in the keys profile.templates lists" \
         in lines["environment.RANK_LOG"]
     assert "no shell reads this value" in lines["environment.SHELLY"]
-    assert "neither srtctl nor servebench fills it" in lines["environment.ODD"]
+    assert "neither srtctl nor rackbench fills it" in lines["environment.ODD"]
 
 
 @pytest.mark.catalog("kimi-k3")
@@ -87,7 +87,7 @@ def test_a_cluster_files_placeholder_is_refused_naming_the_cluster_file(recipes)
                 if "NCCL_NVLS_ENABLE" in ln)
     assert str(err.value).splitlines() == [
         f"{recipes / 'clusters/gb200-nv.yaml'}:{line}: runtime.environment.NCCL_NVLS_ENABLE: literal placeholder "
-        "${IFACE} in '${IFACE}': no shell reads this value (servebench passes it as it is written, and srtctl quotes "
+        "${IFACE} in '${IFACE}': no shell reads this value (rackbench passes it as it is written, and srtctl quotes "
         "it), so the process sees it verbatim; a cluster file's values reach every process as written (fix: write the "
         "value itself (an interface set to null is detected on each node))"]      # one line, not one per profile
 
@@ -143,7 +143,7 @@ def test_extends_lists_compose_in_order_and_blame_the_file_that_wrote_a_value(re
 
 
 @pytest.mark.parametrize("old, new, key, placeholder", [
-    ("    cache: /mnt/lustre01/users-public/sa-shared/servebench/cache", "    cache: ${SCRATCH}/servebench/cache",
+    ("    cache: /mnt/lustre01/users-public/sa-shared/rackbench/cache", "    cache: ${SCRATCH}/rackbench/cache",
      "runtime.client.cache", "${SCRATCH}"),
     ("  container_mounts:                      # more staged data every container sees (host -> inside)\n",
      "  container_mounts:\n    $HOME/models/extra: /models/extra\n", "runtime.container_mounts.$HOME/models/extra",
@@ -165,8 +165,8 @@ def test_a_cluster_files_schema_error_and_its_placeholders_come_in_one_pass(reci
     """A misspelt key stopped the cluster file's check before its placeholders were looked at: a second run then
     found the ${SCRATCH} path. Both are said at once."""
     edit(recipes / "clusters/gb200-nv.yaml", "  pyxis: true\n", "  pyxis: true\n  partiton: batch\n")
-    edit(recipes / "clusters/gb200-nv.yaml", "    cache: /mnt/lustre01/users-public/sa-shared/servebench/cache",
-         "    cache: ${SCRATCH}/servebench/cache")
+    edit(recipes / "clusters/gb200-nv.yaml", "    cache: /mnt/lustre01/users-public/sa-shared/rackbench/cache",
+         "    cache: ${SCRATCH}/rackbench/cache")
     with pytest.raises(ConfigError) as err:
         Catalog.load(recipes)
     text = str(err.value)

@@ -1,4 +1,4 @@
-"""servebench as a pytest plugin: markers from the catalog, the site hooks, namespaced fixtures, and the
+"""rackbench as a pytest plugin: markers from the catalog, the site hooks, namespaced fixtures, and the
 package working from another repository (pip install + a recipes folder)."""
 
 import os
@@ -90,14 +90,14 @@ import pytest
 def pytest_configure(config):
     config.calls = []
 
-def pytest_servebench_allocation_request(profile, request):
+def pytest_rackbench_allocation_request(profile, request):
     return dataclasses.replace(request, directives={**request.directives, "qos": "site-high"})
 
-def pytest_servebench_result_fields(point, result):
+def pytest_rackbench_result_fields(point, result):
     return {"site_rack": "r12", "gpus_seen": result.throughput.gpus}
 
 @pytest.fixture
-def profile():          # a user's own fixture with a common name: servebench's are sb_*
+def profile():          # a user's own fixture with a common name: rackbench's are sb_*
     return "the user's"
 
 def test_user_fixture(profile):
@@ -108,7 +108,7 @@ def test_user_fixture(profile):
 def test_site_hooks_adjust_the_allocation_and_add_result_fields(suite, monkeypatch):
     """Both hooks run on a real point (a reused result stands in for AIPerf, the local allocation for Slurm)."""
     import json
-    from servebench.catalog.loader import Catalog
+    from rackbench.catalog.loader import Catalog
 
     (suite.path / "conftest.py").write_text(SITE_CONFTEST)
     (suite.path / "benchmarks/test_alloc.py").write_text(textwrap.dedent('''
@@ -130,7 +130,7 @@ def test_site_hooks_adjust_the_allocation_and_add_result_fields(suite, monkeypat
 
 
 def test_site_result_fields_through_real_pluggy(pytester):
-    """A site's pytest_servebench_result_fields implementations, registered in a real conftest: one that declares
+    """A site's pytest_rackbench_result_fields implementations, registered in a real conftest: one that declares
     only ``result`` (pluggy allows a subset of the hook's arguments), one that declares only ``point``, one that
     raises. Each declared-subset implementation's fields reach the result; the raising one is logged and costs
     nobody else their fields."""
@@ -139,19 +139,19 @@ def test_site_result_fields_through_real_pluggy(pytester):
     pytester.makeconftest("""
 pytest_plugins = ["site_plugin", "broken_plugin"]
 
-def pytest_servebench_result_fields(result):
+def pytest_rackbench_result_fields(result):
     return {"rack": "r7", "gpus_seen": result.throughput.gpus}
 """)
     (pytester.path / "site_plugin.py").write_text(
-        "def pytest_servebench_result_fields(point):\n    return {'case': point.id}\n")
+        "def pytest_rackbench_result_fields(point):\n    return {'case': point.id}\n")
     (pytester.path / "broken_plugin.py").write_text(
-        "def pytest_servebench_result_fields(point, result):\n    raise RuntimeError('site bug')\n")
+        "def pytest_rackbench_result_fields(point, result):\n    raise RuntimeError('site bug')\n")
     pytester.makepyfile(test_fields="""
 import json
 from pathlib import Path
-from servebench.plugin.fixtures import site_fields
-from servebench.plugin.session import of
-from servebench.results.files import read
+from rackbench.plugin.fixtures import site_fields
+from rackbench.plugin.session import of
+from rackbench.results.files import read
 
 def test_fields(request, caplog):
     point = of(request.config).point("tiny-llama-cpu-vllm-c1")
@@ -189,7 +189,7 @@ def test_installed_package_runs_from_another_repository(tmp_path):
 
 def test_a_long_wait_says_what_it_waits_for_on_the_status_line(suite):
     """#54: the main job was silent for 85-159 s while a server started (its readiness wait said nothing). Every
-    wait goes through servebench.core.poll, and the session's status line says what it waits for and how long,
+    wait goes through rackbench.core.poll, and the session's status line says what it waits for and how long,
     at least every 20 s."""
     waited(suite, "    poll(lambda: Done(1) if t[0] >= 45 else 'loading the engine', timeout=60, interval=5, "
                   "what='the servers', sleep=sleep, clock=lambda: t[0])\n",
@@ -197,12 +197,12 @@ def test_a_long_wait_says_what_it_waits_for_on_the_status_line(suite):
 
 
 def waited(suite, body: str, said: str) -> None:
-    """A test whose ``body`` waits through servebench.core.poll on a clock of its own (``t``, ``sleep``), run in a
+    """A test whose ``body`` waits through rackbench.core.poll on a clock of its own (``t``, ``sleep``), run in a
     session of its own: it passes, and the session's output holds ``said``."""
     (suite.path / "tests").mkdir(exist_ok=True)
     (suite.path / "tests/test_wait.py").write_text(
         "import contextlib, io, sys\n"
-        "from servebench.core.poll import Done, poll\n\n"
+        "from rackbench.core.poll import Done, poll\n\n"
         "def test_wait():\n"
         "    t = [0.0]\n"
         "    def sleep(s):\n"

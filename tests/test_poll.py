@@ -3,10 +3,10 @@ Slurm CLI (squeue / sacct answering from a script), beside the real-controller t
 
 import pytest
 
-from servebench.cluster import ClusterError
-from servebench.cluster import slurm
-from servebench.cluster import slurm_jobs
-from servebench.core.poll import Done, PollTimeout, poll
+from rackbench.cluster import ClusterError
+from rackbench.cluster import slurm
+from rackbench.cluster import slurm_jobs
+from rackbench.core.poll import Done, PollTimeout, poll
 
 
 class Clock:
@@ -108,8 +108,8 @@ def test_release_signals_steps_by_tier_workers_before_infra(monkeypatch, tmp_pat
     first, etcd/NATS after them, then cancels the job. A faked Slurm CLI stands in; 'sleep' is the step."""
     import sys
 
-    from servebench.cluster import AllocationRequest
-    from servebench.cluster.slurm import SlurmAllocation
+    from rackbench.cluster import AllocationRequest
+    from rackbench.cluster.slurm import SlurmAllocation
 
     calls, procs = [], {}
 

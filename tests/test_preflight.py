@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from servebench.catalog.loader import Catalog
+from rackbench.catalog.loader import Catalog
 from tests.conftest import REPO, by_id, edit, run_cli
 from tests.test_slurm import processes_with, squeue
 
@@ -41,7 +41,7 @@ def kinds(lines: list[str]) -> set[str]:
             if (m := re.match(r"  .*?: (\w+): ", ln))}
 
 
-NODE_DISKS = [Path(f"/var/lib/servebench-slurm/node-disk/n{i}/numa1/models") for i in range(1, 5)]   # gb200-local
+NODE_DISKS = [Path(f"/var/lib/rackbench-slurm/node-disk/n{i}/numa1/models") for i in range(1, 5)]   # gb200-local
 
 
 @pytest.fixture
@@ -55,12 +55,12 @@ def bare_nodes():
 
 
 def test_a_rehearsal_of_the_offload_arm_meets_what_a_first_gb200_run_would(slurm, serve_venv, bare_nodes, tmp_path):
-    """`servebench rehearse`: the widest of the seed's layouts, DEP16 with the CPU tier, on four Slurm nodes with every
+    """`rackbench rehearse`: the widest of the seed's layouts, DEP16 with the CPU tier, on four Slurm nodes with every
     step in a pyxis container as on gb200-nv (the pyxis model), twice.
     1. Bare nodes: enroot refuses a container whose mount source is missing, so no step starts (etcd, NATS, workers,
        client) and each said only 'no answer'; preflight looks on each node first, without a container, and names
        each folder with its fix.
-    2. A Kimi-shaped stand-in staged where gb200-nv stages the model (servebench/data/standin): the DSpark setup
+    2. A Kimi-shaped stand-in staged where gb200-nv stages the model (rackbench/data/standin): the DSpark setup
        script runs in each worker's container, the node checks after it, the tokenizer copy (a remote-code tokenizer
        whose module imports its siblings) and the client check in the client's container on the head node; what is
        left cannot exist off-cluster: the recipe's own job options and pins, and the corpus (no Hub access here).
@@ -86,7 +86,7 @@ def test_a_rehearsal_of_the_offload_arm_meets_what_a_first_gb200_run_would(slurm
     assert "dynamo 1.6.1 here, the recipe pins 1.3.0" in text
     assert "n1 (rank 0): corpus: corpus: semianalysis_cc_traces_weka_062126 (semianalysisai/cc-traces-weka-062126) " \
            f"does not load offline from {tmp_path}/.hf-cache" in text
-    assert f"servebench stage kimi-k3-gb200-dep_offload --cache {tmp_path}/.hf-cache" in text
+    assert f"rackbench stage kimi-k3-gb200-dep_offload --cache {tmp_path}/.hf-cache" in text
     logs = tmp_path / "kimi-k3-gb200-dep_offload" / "logs"
     assert {p.name for p in logs.iterdir()} >= {"etcd.log", "nats.log", "preflight0.log", "client-check.log"}
     # the setup script built the DSpark view in the worker's own container, before the node's checks ran there
@@ -94,7 +94,7 @@ def test_a_rehearsal_of_the_offload_arm_meets_what_a_first_gb200_run_would(slurm
         (logs / "preflight3.log").read_text()
     assert not [d for d in NODE_DISKS for name in ("Kimi-K3", "Kimi-K3-DSpark") if (d / name).exists()], \
         "the stand-in was left on the nodes"
-    assert squeue("servebench-preflight-") == [] and processes_with(str(tmp_path)) == []
+    assert squeue("rackbench-preflight-") == [] and processes_with(str(tmp_path)) == []
 
 
 def test_a_rehearsal_with_the_clusters_own_installs_stops_before_sbatch_where_a_first_run_would(slurm, tmp_path):
@@ -110,23 +110,23 @@ def test_a_rehearsal_with_the_clusters_own_installs_stops_before_sbatch_where_a_
                           "cluster's installs:"), out
     assert "login: build: build from source: Dynamo from source (git+https://github.com/ai-dynamo/dynamo.git@" \
            f"ba83080ecd31c1ce918559e576d3c5bc9e092ff1) is not built in the shared cache ({tmp_path}/.hf-cache/dynamo/" \
-           in out and "(fix: build it once before the job: servebench stage kimi-k3-gb200-dep_offload --dynamo" in out
+           in out and "(fix: build it once before the job: rackbench stage kimi-k3-gb200-dep_offload --dynamo" in out
     assert "a first run stops here, before sbatch; to rehearse past it here: --installs stand-in" in out
-    assert "2. with the stand-in staged" not in out and squeue("servebench-preflight-") == []
+    assert "2. with the stand-in staged" not in out and squeue("rackbench-preflight-") == []
     assert not (tmp_path / "kimi-k3-gb200-dep_offload" / "logs").exists()       # no step ran
 
 
 def test_stage_builds_the_pinned_dynamo_once_in_a_one_node_job_in_the_recipes_image(slurm, serve_venv, catalog,
                                                                                     tmp_path, monkeypatch):
-    """#52 item 1: `servebench stage --dynamo` builds the recipe's Dynamo into the shared cache's wheelhouse in a
+    """#52 item 1: `rackbench stage --dynamo` builds the recipe's Dynamo into the shared cache's wheelhouse in a
     one-node srun job, in the recipe's image through real pyxis, with the interpreter the steps install with; the
     before-sbatch finding then goes, and a second stage runs no job. A wheel made here stands for the commit's build
     (this machine does not reach GitHub)."""
-    from servebench.cli.components import build_dynamo
-    from servebench.core.results_folder import ResultsFolder
-    from servebench.server import login_checks, preflight
-    from servebench.server.assembly import Assembly
-    from servebench.server.frontends import dynamo
+    from rackbench.cli.components import build_dynamo
+    from rackbench.core.results_folder import ResultsFolder
+    from rackbench.server import login_checks, preflight
+    from rackbench.server.assembly import Assembly
+    from rackbench.server.frontends import dynamo
     from tests.conftest import wheel
     prof = preflight.retarget(by_id(catalog, "kimi-k3-gb200-dep_offload"), catalog.clusters["gb200-local"], True)
     results = ResultsFolder.at(tmp_path / "results")
@@ -138,12 +138,12 @@ def test_stage_builds_the_pinned_dynamo_once_in_a_one_node_job_in_the_recipes_im
     (house,) = [p for p in (results.hf_cache / "dynamo").iterdir() if p.name.startswith("sbdyn-")
                 and p.suffix != ".lock"]
     assert json.loads((house / "requirements.json").read_text()) == ["sbdyn-1.0-py3-none-any.whl"]
-    assert (house / ".servebench-env").read_text().startswith("cpython 3.")
+    assert (house / ".rackbench-env").read_text().startswith("cpython 3.")
     assert login_checks.unbuilt_dynamo(prof, req) == []
     deadline = time.monotonic() + 60            # srun has returned; Slurm may still list the job as COMPLETING
-    while squeue("servebench-dynamo-build") and time.monotonic() < deadline:
+    while squeue("rackbench-dynamo-build") and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert squeue("servebench-dynamo-build") == []
+    assert squeue("rackbench-dynamo-build") == []
     monkeypatch.setattr("subprocess.run", lambda *a, **k: pytest.fail(f"a second build ran {a}"))
     assert build_dynamo([prof], results) == 0
 
@@ -166,7 +166,7 @@ def test_a_port_the_recipe_pins_held_by_another_session_is_one_finding(slurm, se
     assert res.returncode == 1 and "Traceback" not in res.stdout + res.stderr, res.stdout + res.stderr
     assert "login: ports: pinned port: port 13345 (dp_rpc, pinned by the recipe) is taken on this machine by" \
         in res.stdout, res.stdout
-    assert squeue("servebench-preflight-") == []
+    assert squeue("rackbench-preflight-") == []
 
 
 def test_the_node_check_catches_a_bare_scheduler_class(serve_venv, recipes, tmp_path):
@@ -176,10 +176,10 @@ def test_the_node_check_catches_a_bare_scheduler_class(serve_venv, recipes, tmp_
     import json
     import subprocess
 
-    from servebench.server.placement import placement_for
-    from servebench.server.plan import plan
-    from servebench.server.preflight import requests
-    from servebench.tools import PREFLIGHT
+    from rackbench.server.placement import placement_for
+    from rackbench.server.plan import plan
+    from rackbench.server.preflight import requests
+    from rackbench.tools import PREFLIGHT
 
     edit(recipes / "kimi-k3/gb200/base.yaml", "scheduler-cls: vllm.v1.core.sched.async_scheduler.AsyncScheduler",
          "scheduler-cls: AsyncScheduler")

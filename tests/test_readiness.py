@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from servebench.server import readiness
-from servebench.server.assembly import dry_placement
-from servebench.server.plan import plan
+from rackbench.server import readiness
+from rackbench.server.assembly import dry_placement
+from rackbench.server.plan import plan
 from tests.conftest import by_id
 
 REC = Path(__file__).parent / "data" / "dynamo-health"
@@ -96,4 +96,4 @@ def test_vllm_serve_readiness(catalog):
                                               f"{sp.alias!r}: another deployment's server answers on this port")
     worker = sp.proc("worker0").argv
     names = worker[worker.index("--served-model-name") + 1:worker.index("--served-model-name") + 3]
-    assert names == ("tiny", "servebench-RUN-tiny-llama-cpu-vllm") == (sp.model_name, sp.alias)
+    assert names == ("tiny", "rackbench-RUN-tiny-llama-cpu-vllm") == (sp.model_name, sp.alias)

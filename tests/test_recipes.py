@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from servebench.catalog.loader import Catalog
+from rackbench.catalog.loader import Catalog
 from tests.conftest import REPO, by_id
 
 SEED = {
@@ -96,7 +96,7 @@ def test_recipe_fingerprint_ignores_spelled_out_defaults(recipes):
 
 
 def test_shipped_fingerprints_stay_as_recorded_and_slo_tiers_leave_them(recipes):
-    """A result is reused, compared and pooled with others by its recipe fingerprint; a key servebench adds later
+    """A result is reused, compared and pooled with others by its recipe fingerprint; a key rackbench adds later
     (a gate, a load option) must leave every existing fingerprint as it was at its default (profile.LATER_KEYS), and
     the service-level tiers and the bound a point must show judge it without changing it. tests/data/fingerprints.json holds the
     shipped profiles' fingerprints: a change that alters one on purpose updates it and says so."""

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from servebench.results import baseline
-from servebench.report import files as report
-from servebench.report import offload
-from servebench.results import files
-from servebench.results import model as result
-from servebench.catalog.points import Point
-from servebench.server import counters as metrics
-from servebench.results.verdict import judge
+from rackbench.results import baseline
+from rackbench.report import files as report
+from rackbench.report import offload
+from rackbench.results import files
+from rackbench.results import model as result
+from rackbench.catalog.points import Point
+from rackbench.server import counters as metrics
+from rackbench.results.verdict import judge
 from tests.conftest import REPO, by_id, copy_suite, recorded, run_cli
 
 DATA = Path(__file__).parent / "data"
@@ -103,7 +103,7 @@ def test_invalid_result_files_are_listed_not_plotted(tmp_path, catalog):
     (d / "points" / "torn.json").write_text("{")
     res = run_cli("report", d)
     assert res.returncode == 1                            # nothing valid to report
-    assert "kimi-k3-gb200-dep-c64.json: skipped: not a servebench result (throughput: Field required)" in res.stderr
+    assert "kimi-k3-gb200-dep-c64.json: skipped: not a rackbench result (throughput: Field required)" in res.stderr
     assert "torn.json: skipped: not JSON" in res.stderr
 
 
@@ -128,7 +128,7 @@ def bad_files(tmp_path) -> Path:
 
 
 WHY = {"torn.json": "not JSON", "nan.json": "NaN is not a JSON number", "inf.json": "Infinity is not a JSON number",
-       "schema.json": "not a servebench result", "loop1.json": "symlink loop", "loop2.json": "symlink loop",
+       "schema.json": "not a rackbench result", "loop1.json": "symlink loop", "loop2.json": "symlink loop",
        "dangling.json": "a dangling symlink", "dir.json": "a folder, not a file", "latin1.json": "cannot read it"}
 
 
@@ -333,7 +333,7 @@ def test_junit_properties_and_summary_under_xdist(pytester, catalog):
     assert (pytester.path / "out/latest/report/report.md").is_file()
 
 
-def test_servebench_report_writes_report_html_without_a_history_and_adds_to_none(tmp_path):
+def test_rackbench_report_writes_report_html_without_a_history_and_adds_to_none(tmp_path):
     d = tmp_path / "results"
     shutil.copytree(LOCAL, d)
     res = run_cli("report", d)
@@ -346,7 +346,7 @@ def test_servebench_report_writes_report_html_without_a_history_and_adds_to_none
     junk.write_text("not a database " * 50)
     res = run_cli("report", d, "--history", junk)
     assert res.returncode == 2 and "Traceback" not in res.stderr
-    assert res.stderr.strip().endswith("report.html not written: " + f"{junk}: not a servebench history (file is not a database)")
+    assert res.stderr.strip().endswith("report.html not written: " + f"{junk}: not a rackbench history (file is not a database)")
     assert (d / "report" / "report.md").is_file()
 
 

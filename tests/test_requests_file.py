@@ -1,4 +1,4 @@
-"""A point's requests in servebench's own form (servebench.results.requests): written from what the generator's
+"""A point's requests in rackbench's own form (rackbench.results.requests): written from what the generator's
 reader translated and read back unchanged; the history, the --compare-run gate and report.html read it, so a point
 measured by a generator that is not installed here is still added and compared; each rate metric's bootstrap
 resamples its own quantity."""
@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from servebench.core.results_folder import ResultsFolder
-from servebench.history import rows
-from servebench.history import store as history
-from servebench.history.compare import blocks, compare_point
-from servebench.load.aiperf import records as aiperf_records
-from servebench.load.records import Request
-from servebench.plugin.gates import evidence
-from servebench.results import files, metrics as registry, requests as request_file
+from rackbench.core.results_folder import ResultsFolder
+from rackbench.history import rows
+from rackbench.history import store as history
+from rackbench.history.compare import blocks, compare_point
+from rackbench.load.aiperf import records as aiperf_records
+from rackbench.load.records import Request
+from rackbench.plugin.gates import evidence
+from rackbench.results import files, metrics as registry, requests as request_file
 from tests.conftest import run_cli
 
 DATA = Path(__file__).parent / "data"
@@ -48,7 +48,7 @@ def test_a_requests_file_kept_compressed_reads_the_same_and_a_torn_one_is_refuse
     torn.write_bytes(packed.read_bytes()[:200])
     with pytest.raises(ValueError, match=r"torn\.csv\.gz: cannot read it"):
         request_file.read(torn)
-    from servebench.results.model import parse
+    from rackbench.results.model import parse
     rf = ResultsFolder.at(DATA / "h200-7b")
     r = parse(json.loads(rf.point("llama-7b-h200-vllm-c4").read_text()))
     kept = ResultsFolder.at(tmp_path / "kept")
@@ -79,7 +79,7 @@ def test_any_requests_read_back_unchanged(tmp_path_factory, reqs):
 
 
 @pytest.mark.parametrize("edit, where", [
-    (lambda lines: [lines[0].replace("end_s", "finish_s")] + lines[1:], "line 1: not a servebench requests file "
+    (lambda lines: [lines[0].replace("end_s", "finish_s")] + lines[1:], "line 1: not a rackbench requests file "
                                                                         "(no column end_s"),
     (lambda lines: [lines[0], lines[1].replace("profiling,1,", "profiling,2,", 1)] + lines[2:], "line 2: column ok: "
                                                                                                "'2' is not 0 or 1"),

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from servebench.results import files, schema
-from servebench.results import model as result
-from servebench.report import summary
-from servebench.catalog.loader import Catalog
-from servebench.catalog.points import Point
-from servebench.server import counters as metrics
-from servebench.results.verdict import judge
+from rackbench.results import files, schema
+from rackbench.results import model as result
+from rackbench.report import summary
+from rackbench.catalog.loader import Catalog
+from rackbench.catalog.points import Point
+from rackbench.server import counters as metrics
+from rackbench.results.verdict import judge
 from tests.conftest import by_id, edit, recorded
 
 H200 = Path(__file__).parent / "data" / "h200"
@@ -195,7 +195,7 @@ def test_prompt_token_shares_use_the_per_request_source_counter(catalog):
 
 
 def test_checked_in_schema_is_generated_from_the_model():
-    assert schema.checked_in() == schema.text(), "run `servebench schema --write`"
+    assert schema.checked_in() == schema.text(), "run `rackbench schema --write`"
 
 
 def test_schema_file_accepts_a_real_result_and_rejects_a_broken_one(catalog, tmp_path):
@@ -221,7 +221,7 @@ def test_version_1_results_still_read(repo):
 
 def test_a_passed_check_says_what_passed(catalog):
     """A stored verdict's passed checks read as what passed, not as the wording of their failure."""
-    from servebench.results.verdict import judge
+    from rackbench.results.verdict import judge
     r = typed(by_id(catalog, "kimi-k3-gb200-dep"))
     checks = {c.name: c for c in judge(r, by_id(catalog, "kimi-k3-gb200-dep")).checks}
     assert checks["successful"].ok and checks["successful"].message.endswith("successful requests of "
@@ -234,8 +234,8 @@ def test_a_passed_check_says_what_passed(catalog):
 
 def test_reusable_says_where_a_prior_came_from_or_why_there_is_none(catalog, tmp_path):
     """A hit carries the prior and its file, a miss only why: never a reason and a path in one string."""
-    from servebench.core.results_folder import ResultsFolder
-    from servebench.results.point import reusable
+    from rackbench.core.results_folder import ResultsFolder
+    from rackbench.results.point import reusable
     profile = by_id(catalog, "kimi-k3-gb200-dep")
     point = Point(profile, 8)
     found = reusable(point, tmp_path)
@@ -263,8 +263,8 @@ def test_reusable_says_where_a_prior_came_from_or_why_there_is_none(catalog, tmp
 def test_a_point_whose_server_did_not_count_its_requests_fails(catalog, ratio, server, ok, says):
     """Two sessions measured each other's servers and passed: counters at 0 (ratio null), and one server for two
     clients (ratio 0.5). The cross-check now decides the point."""
-    from servebench.results.model import parse
-    from servebench.results.verdict import judge
+    from rackbench.results.model import parse
+    from rackbench.results.verdict import judge
     from tests.conftest import by_id
     r = parse(json.loads((H200.parent / "h200-gpu-run/points/llama-770m-h200-vllm-c8.json").read_text()))
     idle = r.server.model_copy(update={"generation_tokens": 0.0})
@@ -282,13 +282,13 @@ def test_a_generator_that_reports_no_output_tokens_is_not_taken_for_another_serv
     generated tokens no request received'), and the result says the cross-check could not be made."""
     from dataclasses import replace
 
-    from servebench.load.aiperf import records as aiperf_records
-    from servebench.load.measure import Measurement
-    from servebench.results.build import build
+    from rackbench.load.aiperf import records as aiperf_records
+    from rackbench.load.measure import Measurement
+    from rackbench.results.build import build
     from tests.conftest import by_id
-    from servebench.catalog.points import Point
-    from servebench.core.results_folder import ResultsFolder
-    from servebench.server.counters import Snapshot
+    from rackbench.catalog.points import Point
+    from rackbench.core.results_folder import ResultsFolder
+    from rackbench.server.counters import Snapshot
     rec = aiperf_records.read(H200.parent / "h200-gpu-run/aiperf/vllm-c8")
     blind = replace(rec, requests=tuple(replace(q, output_tokens=None) for q in rec.requests))
     prof = by_id(catalog, "llama-770m-h200-vllm")
@@ -304,7 +304,7 @@ def test_a_generator_that_reports_no_output_tokens_is_not_taken_for_another_serv
 
 def test_a_generator_killed_or_crashed_mid_point_fails_it(catalog):
     """#35: kill -9 of AIPerf mid-profiling gave a passed point (exit code -9, its records a short run). A point passes
-    only when the generator ran to its own end, or servebench's adaptive rule stopped it."""
+    only when the generator ran to its own end, or rackbench's adaptive rule stopped it."""
     prof = by_id(catalog, "kimi-k3-gb200-dep")
     r = build(prof)
     assert not any(m.startswith("aiperf ") for m in failures(r, prof))
@@ -313,7 +313,7 @@ def test_a_generator_killed_or_crashed_mid_point_fails_it(catalog):
                for m in failures(r, prof)), failures(r, prof)
     r["run"]["exit_code"] = 1
     assert any(m.startswith("aiperf exited with code 1 during the point") for m in failures(r, prof))
-    r["run"]["stopped_at_s"] = 42.0                                    # servebench's own stop: its interrupt
+    r["run"]["stopped_at_s"] = 42.0                                    # rackbench's own stop: its interrupt
     assert not any(m.startswith("aiperf ") for m in failures(r, prof))
 
 
@@ -343,10 +343,10 @@ def test_a_stopped_run_is_judged_on_what_the_stopping_rule_saw_not_on_its_drain(
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from servebench.load.series import Sample, token_rates
-    from servebench.load.steady import analyse
-    from servebench.results.build import steady_block
-    from servebench.server.counters import Snapshot
+    from rackbench.load.series import Sample, token_rates
+    from rackbench.load.steady import analyse
+    from rackbench.results.build import steady_block
+    from rackbench.server.counters import Snapshot
     rng, tokens, samples = random.Random(7), 0.0, []
     for i in range(130):                 # 0.5 s slices: steady to the stop at 50 s, then the requests drain
         rate = 100 + rng.gauss(0, 4) if i < 100 else max(0.0, 100 - 7 * (i - 99))

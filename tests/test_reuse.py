@@ -1,5 +1,5 @@
-"""#33 item 1: what prefix reuse a point's trace allows (servebench/tools/trace_reuse.py, in the client's step), against
-what the server reused (servebench.results.reuse), and the verdict's `reuse` check where the cache should have held the
+"""#33 item 1: what prefix reuse a point's trace allows (rackbench/tools/trace_reuse.py, in the client's step), against
+what the server reused (rackbench.results.reuse), and the verdict's `reuse` check where the cache should have held the
 sessions; the engines' own block size and cache size from vllm:cache_config_info."""
 
 import importlib.util
@@ -9,13 +9,13 @@ import subprocess
 
 import pytest
 
-from servebench.results import reuse
-from servebench.results.model import PointResult
-from servebench.results.parts import TraceReuse
-from servebench.results.checks.base import Judged
-from servebench.results.checks.load import reuse as reuse_check
-from servebench.server.counters import parse
-from servebench.tools import TRACE_REUSE
+from rackbench.results import reuse
+from rackbench.results.model import PointResult
+from rackbench.results.parts import TraceReuse
+from rackbench.results.checks.base import Judged
+from rackbench.results.checks.load import reuse as reuse_check
+from rackbench.server.counters import parse
+from rackbench.tools import TRACE_REUSE
 from tests.conftest import REPO, by_id, run_cli
 
 spec = importlib.util.spec_from_file_location("trace_reuse", TRACE_REUSE)
@@ -108,8 +108,8 @@ def test_a_cache_too_small_for_the_sessions_explains_the_gap_and_the_offload_tie
 
 @pytest.mark.local                      # AIPerf's venv: transformers and the tokenizer the client loads
 def test_the_tool_tokenizes_a_generated_trace_as_the_server_would_and_a_stamped_one_allows_less(tmp_path, catalog):
-    from servebench.load import traces
-    from servebench.server.generated import cached_path, ensure_model
+    from rackbench.load import traces
+    from rackbench.server.generated import cached_path, ensure_model
     py = REPO / ".venvs/aiperf/bin/python"
     if not py.exists():
         pytest.skip("AIPerf's venv is missing: run scripts/install-servers")
@@ -141,7 +141,7 @@ def test_the_tool_tokenizes_a_generated_trace_as_the_server_would_and_a_stamped_
 
 
 def test_report_md_has_each_points_reuse_beside_what_its_trace_allows(catalog):
-    from servebench.report.files import reuse_lines
+    from rackbench.report.files import reuse_lines
     part, _ = judged(catalog, "llama-7b-h200-vllm-c4", 0.80, measured_local=0.02)
     r = point("llama-7b-h200-vllm-c4").model_copy(update={"reuse": part})
     bare = point("llama-7b-h200-vllm-c32").model_copy(update={"reuse": None})     # made before the tool
@@ -169,7 +169,7 @@ def test_the_report_over_the_recorded_h200_pair_prints_each_ratio_with_its_inter
 
 
 def test_the_reuse_numbers_are_junit_properties_of_the_point(catalog):
-    from servebench.report.summary import properties
+    from rackbench.report.summary import properties
     part, _ = judged(catalog, "llama-7b-h200-vllm-c4", 0.80)
     props = properties(point("llama-7b-h200-vllm-c4").model_copy(update={"reuse": part}))
     assert props["reuse_allowed_share"] == 0.80 and props["reuse_should_hold"] is True
@@ -187,7 +187,7 @@ def test_a_missing_trace_reuse_file_is_no_part_and_a_torn_one_is_the_parts_error
 def test_a_recorded_point_is_measured_again_only_with_the_load_it_recorded(tmp_path):
     """benchmarks/reuse_of_recorded.py remakes a recorded point's trace from its profile: the 7B recordings' load
     (16 sessions per concurrency, 93249c7) is no longer today's recipes' (32), and it says how to give the old ones."""
-    from servebench.catalog.loader import Catalog
+    from rackbench.catalog.loader import Catalog
     spec = importlib.util.spec_from_file_location("reuse_of_recorded", REPO / "benchmarks/reuse_of_recorded.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)

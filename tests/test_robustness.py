@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from servebench.catalog.points import Point
-from servebench.cluster import AllocationRequest, ClusterError, release_all
-from servebench.cluster.local import LocalAllocation
-from servebench.core.results_folder import CaseFolder, ProfileFolder
-from servebench.load.generator import Invocation
-from servebench.load.aiperf import AiperfGenerator
-from servebench.server.deploy import Deployment, ServerError, same_release
-from servebench.server.plan import Engine, ProcSpec, ServerPlan
+from rackbench.catalog.points import Point
+from rackbench.cluster import AllocationRequest, ClusterError, release_all
+from rackbench.cluster.local import LocalAllocation
+from rackbench.core.results_folder import CaseFolder, ProfileFolder
+from rackbench.load.generator import Invocation
+from rackbench.load.aiperf import AiperfGenerator
+from rackbench.server.deploy import Deployment, ServerError, same_release
+from rackbench.server.plan import Engine, ProcSpec, ServerPlan
 from tests.conftest import REPO, by_id, recorded
 
 H200 = Path(__file__).parent / "data" / "h200"
@@ -51,12 +51,12 @@ def sleeper(tmp_path, port: int) -> Deployment:
 
 
 def by_id_profile():
-    from servebench.catalog.loader import Catalog
+    from rackbench.catalog.loader import Catalog
     return by_id(Catalog.load(REPO / "recipes"), "tiny-llama-cpu-vllm")
 
 
 def test_an_engine_that_stops_answering_is_one_error_naming_the_url(tmp_path):
-    from servebench.server.ports import port_free
+    from rackbench.server.ports import port_free
     port = next(p for p in range(39100, 39200) if port_free(p))
     dep = sleeper(tmp_path, port)
     try:
@@ -111,6 +111,6 @@ def test_the_command_file_pastes_back_into_a_shell(tmp_path):
     ("ReqNodeNotAvail, UnavailableNodes:n[1-2]", False), ("Resources", False), ("Priority", False),
 ])
 def test_a_transient_pending_reason_waits_and_a_hopeless_one_cancels(reason, never):
-    from servebench.cluster.slurm import never_starts
+    from rackbench.cluster.slurm import never_starts
     assert never_starts("PENDING", reason) is never
     assert never_starts("RUNNING", reason) is False

@@ -10,11 +10,11 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from servebench.core import yamlio
-from servebench.core.errors import ConfigError
-from servebench.recipe.schema.cluster import ClusterSpec
-from servebench.catalog.loader import build_profile
-from servebench.recipe.layering import resolve_layers
+from rackbench.core import yamlio
+from rackbench.core.errors import ConfigError
+from rackbench.recipe.schema.cluster import ClusterSpec
+from rackbench.catalog.loader import build_profile
+from rackbench.recipe.layering import resolve_layers
 
 PROFILE = Path("mem/p.yaml")
 BASE = Path("mem/base.yaml")

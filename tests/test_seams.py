@@ -1,7 +1,7 @@
 """Seams a site extends without a fork: a second cluster backend and a second load generator, registered by a
 package's entry points alone (tests/site: the ``sitedir`` backend and the ``sitechat`` generator, found through
 its dist-info as any installed package's), and a real point measured through both (marker ``local``: a real vLLM
-server, the site's own load program, no servebench code mocked)."""
+server, the site's own load program, no rackbench code mocked)."""
 
 import json
 import shutil
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from servebench.catalog.loader import Catalog
-from servebench.core import entry_points
-from servebench.core.errors import ConfigError
+from rackbench.catalog.loader import Catalog
+from rackbench.core import entry_points
+from rackbench.core.errors import ConfigError
 from tests.conftest import REPO, copy_suite
 
 SITE = Path(__file__).with_name("site")
@@ -82,13 +82,13 @@ def test_the_site_package_registers_its_backend_generator_and_frontend(site, tmp
     assert {"sitechat", "aiperf"} <= set(entry_points.names(entry_points.LOAD_GENERATORS))
     cat = Catalog.load(site_recipes(tmp_path / "recipes"))
     prof = next(p for p in cat.profiles if p.name == "vllm_site")
-    from servebench.core.results_folder import ResultsFolder
-    from servebench.server.assembly import Assembly
+    from rackbench.core.results_folder import ResultsFolder
+    from rackbench.server.assembly import Assembly
     req, alloc, sp = Assembly(prof, ResultsFolder.at(tmp_path / "results"), "RUN", dry=True).render()
     assert alloc.backend == "sitedir" and alloc.processes[0].command[:2] == ["env", "-C"]     # the site's launcher
     assert "SITE_NODE=site0" in alloc.processes[0].command
     assert sp.kind == "sitevllm" and sp.processes[0].env["SITE_FRONTEND"] == "sitevllm"       # the site's frontend
-    from servebench.server import readiness
+    from rackbench.server import readiness
     assert readiness.urls(sp)[-1] == f"{sp.api_url}/version"
     answers = {u: (200, {"data": [{"id": sp.model_name}, {"id": sp.alias}]}) for u in readiness.urls(sp)}
     assert readiness.interpret(sp, answers) is None

@@ -1,4 +1,4 @@
-"""#32 item 2: the search's decisions (servebench.results.search), offline: doubling from the range's low end, then
+"""#32 item 2: the search's decisions (rackbench.results.search), offline: doubling from the range's low end, then
 bisection between the last met and the first not met, to the tolerance; unresolved probes never count as met; the
 answer with its bracket, why it ended, and a cliff warning. The live search runs in scripts/bench (benchmarks/
 test_sweep.py::test_search on the embedded default)."""
@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from servebench.catalog.loader import Catalog
-from servebench.catalog.points import Point, points, searches
-from servebench.core.errors import ConfigError
-from servebench.core.results_folder import ResultsFolder
-from servebench.history.store import requests_of
-from servebench.load.measure import stop_rule
-from servebench.load.stopping import planned_looks
-from servebench.plugin.search import replayed
-from servebench.report.slo import searches_section
-from servebench.results import slo
-from servebench.results.model import parse
-from servebench.results.search import Probe, Search
+from rackbench.catalog.loader import Catalog
+from rackbench.catalog.points import Point, points, searches
+from rackbench.core.errors import ConfigError
+from rackbench.core.results_folder import ResultsFolder
+from rackbench.history.store import requests_of
+from rackbench.load.measure import stop_rule
+from rackbench.load.stopping import planned_looks
+from rackbench.plugin.search import replayed
+from rackbench.report.slo import searches_section
+from rackbench.results import slo
+from rackbench.results.model import parse
+from rackbench.results.search import Probe, Search
 from tests.conftest import edit
 
 
@@ -122,7 +122,7 @@ def test_a_search_says_the_gpu_hours_and_energy_its_probes_measured():
     assert (a["gpu_hours_measured"], a["energy_j"]) == (0.75, 1600.0)
     s.add(Probe(3, "missed", 0.4, gpu_hours=0.25))                   # a probe without power samples: no total
     assert (s.answer()["gpu_hours_measured"], s.answer()["energy_j"]) == (1.0, None)
-    from servebench.report.slo import searches_section
+    from rackbench.report.slo import searches_section
     text = searches_section([{**s.answer(), "profile": "p", "tier": "t", "limits": {"ttft_ms": 100.0},
                               "target": 0.9}], {})
     assert "It measured 1.0 GPU-hours." in text
@@ -188,7 +188,7 @@ def test_a_relative_tier_takes_its_limits_from_the_first_probe_and_judges_every_
 
     import numpy as np
 
-    from servebench.recipe.schema.sweep import RelativeLimits
+    from rackbench.recipe.schema.sweep import RelativeLimits
     prof = next(p for p in Catalog.load(recipes).profiles if p.id == "llama-7b-h200-vllm_search")
     spec = prof.spec.model_copy(update={"search": prof.spec.search.model_copy(
         update={"relative": RelativeLimits(ttft=5, tpot=5)})})

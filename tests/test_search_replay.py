@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from servebench.recipe.schema.sweep import SloTier, StopRule
+from rackbench.recipe.schema.sweep import SloTier, StopRule
 from tests.conftest import REPO
 
 spec = importlib.util.spec_from_file_location("replay_search", REPO / "benchmarks/replay_search.py")
@@ -126,7 +126,7 @@ def test_on_the_recorded_grid_searches_with_a_120_s_first_look_give_the_full_gri
 def test_without_batch_means_decided_probes_flip_the_answer_on_the_same_recording(recorded_grid, monkeypatch):
     """The interval on the AR(1) size alone (before batch means) takes c24's minute-scale swings for noise: windows
     of one recording decide it met or not met, and the searches' answers flip between c16 and c24."""
-    from servebench.results import slo
+    from rackbench.results import slo
     monkeypatch.setattr(slo, "batched", lambda flags, share, sent_s=None: None)
     answers = [b for b, _, _ in searches(recorded_grid, 120.0)]
     # with the cap counted as a look (#53) fewer windows decide, but the answer still flips: 8 and 2 of 10

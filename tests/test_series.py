@@ -1,4 +1,4 @@
-"""The counters' series the stopping rule and the steady-state analysis read (servebench.load.series): each scrape
+"""The counters' series the stopping rule and the steady-state analysis read (rackbench.load.series): each scrape
 stamped when its answer came, no burst of scrapes after a late one, and the rates on a regular grid. The CI run of
 2026-12-05 (ed5a632): the live adaptive point's 95% interval was ±102% at 49 s and ±36% at its 120 s cap, so it never
 stopped. vLLM's CPU server answers scrapes up to 5 s late; stamped at the request and caught up by back-to-back
@@ -9,8 +9,8 @@ import random
 import threading
 import time
 
-from servebench.load.series import CounterSampler, Sample, token_rates
-from servebench.server.counters import Snapshot
+from rackbench.load.series import CounterSampler, Sample, token_rates
+from rackbench.server.counters import Snapshot
 from tests.conftest import REPO
 
 spec = importlib.util.spec_from_file_location("series_stamps", REPO / "benchmarks/series_stamps.py")

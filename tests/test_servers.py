@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from servebench.catalog import parser_tables as flag_tables
-from servebench.catalog.loader import Catalog
-from servebench.catalog.flag_rules import entrypoint_flags
-from servebench.catalog.rules import offload_dram_budget
-from servebench.server import counters as metrics
-from servebench.server.assembly import dry_placement
-from servebench.server.placement import DETECT_INTERFACES, placement_for
-from servebench.server.plan import cli_args, plan
+from rackbench.catalog import parser_tables as flag_tables
+from rackbench.catalog.loader import Catalog
+from rackbench.catalog.flag_rules import entrypoint_flags
+from rackbench.catalog.rules import offload_dram_budget
+from rackbench.server import counters as metrics
+from rackbench.server.assembly import dry_placement
+from rackbench.server.placement import DETECT_INTERFACES, placement_for
+from rackbench.server.plan import cli_args, plan
 from tests.conftest import REPO, by_id, copy_suite, edit
 
 H200 = Path(__file__).parent / "data" / "h200"
@@ -86,8 +86,8 @@ def test_frontend_on_head_with_router_args_and_no_backend_env(catalog):
 def test_processes_sharing_a_host_never_share_a_port(catalog):
     """Every port of every process, as it will bind it (a KV-events endpoint + its engines' DP ranks), is unique per
     host: for two workers on one node as for every node of a host that stands in for several."""
-    from servebench.recipe.profile import Profile
-    from servebench.recipe.schema.srt import SrtRecipe
+    from rackbench.recipe.profile import Profile
+    from rackbench.recipe.schema.srt import SrtRecipe
     dp2 = by_id(catalog, "moe-mini-h200-dp2_hybrid")        # one host, two DP ranks behind Dynamo
     tp = by_id(catalog, "kimi-k3-gb200-tp")
     data = tp.recipe.model_dump()
@@ -146,7 +146,7 @@ def test_cli_args_spelling():
         '{"a":[1,2]}', "--cudagraph-capture-sizes", "1", "2"]
 
 
-# ---- flags checked offline against the pinned tables (servebench/tools/flag_table.py) ----
+# ---- flags checked offline against the pinned tables (rackbench/tools/flag_table.py) ----
 
 def test_shipped_recipes_pass_the_flag_tables(catalog):
     for prof in catalog.profiles:
@@ -173,7 +173,7 @@ def test_vllm_serve_flag_on_dynamo_worker_is_rejected_at_collection(pytester, re
 @pytest.mark.catalog("kimi-k3")
 def test_bad_worker_flags_name_flag_and_entrypoint(recipes, flag, why):
     edit(recipes / "kimi-k3/gb200/tep.yaml", "        max-num-seqs: 32\n", f"        max-num-seqs: 32\n        {flag}\n")
-    from servebench.core.errors import ConfigError
+    from rackbench.core.errors import ConfigError
     with pytest.raises(ConfigError) as err:
         Catalog.load(recipes)
     assert why in str(err.value) and "tep.yaml" in str(err.value)
@@ -184,7 +184,7 @@ def test_flag_table_holds_both_entrypoints():
     assert "--tool-call-parser" in t.entrypoints["vllm serve"]
     assert "--tool-call-parser" not in t.entrypoints["dynamo.vllm"]
     assert "--dyn-tool-call-parser" in t.entrypoints["dynamo.vllm"] and "--router-mode" in t.entrypoints["dynamo.frontend"]
-    with pytest.raises(KeyError, match="servebench/tools/flag_table.py"):
+    with pytest.raises(KeyError, match="rackbench/tools/flag_table.py"):
         flag_tables.load("no-such-image")
 
 
@@ -202,7 +202,7 @@ def test_local_offload_arm_renders_the_connector(catalog):
 @pytest.mark.catalog("local")
 def test_offload_pool_above_the_dram_budget_is_caught(recipes):
     edit(recipes / "local/dynamo_offload.yaml", '"cpu_bytes_to_use":1073741824', '"cpu_bytes_to_use":21474836480')
-    from servebench.core.errors import ConfigError
+    from rackbench.core.errors import ConfigError
     with pytest.raises(ConfigError, match="DRAM"):
         Catalog.load(recipes)
 
@@ -254,7 +254,7 @@ def test_the_pages_families_only_are_parsed_and_give_what_the_whole_page_gives(p
 
 
 def test_running_versions_must_match_the_recipe_identity(catalog):
-    from servebench.server.deploy import ServerError, check_identity
+    from rackbench.server.deploy import ServerError, check_identity
     prof = by_id(catalog, "tiny-llama-cpu-dynamo")
     check_identity(prof, {"vllm": "0.31.0+cpu", "dynamo": "1.6.1"})          # local build suffix is fine
     with pytest.raises(ServerError, match=r"dynamo: server reports 1\.6\.0, recipe identity\.frameworks\.dynamo says 1\.6\.1"):
@@ -281,7 +281,7 @@ def test_a_port_taken_by_one_kind_is_never_given_to_another():
     port given to any kind is not given again, and a TIME_WAIT left by a check's connection is no listener."""
     import socket
 
-    from servebench.server.ports import PortAllocator, port_free
+    from rackbench.server.ports import PortAllocator, port_free
     base = next(p for p in range(41000, 42000, 10) if all(port_free(q) for q in range(p, p + 4)))
     with socket.socket() as held:
         held.bind(("127.0.0.1", base))
@@ -312,7 +312,7 @@ def test_a_port_taken_by_one_kind_is_never_given_to_another():
 ])
 @pytest.mark.catalog("local")
 def test_a_flag_of_another_frontends_worker_is_named_on_vllm_serve(recipes, flag, hint):
-    from servebench.core.errors import ConfigError
+    from rackbench.core.errors import ConfigError
     edit(recipes / "local/vllm.yaml", "  frontend:\n    type: vllm\n",
          f"  frontend:\n    type: vllm\n  backend:\n    vllm_config:\n      aggregated:\n        {flag}\n")
     with pytest.raises(ConfigError) as err:
@@ -322,7 +322,7 @@ def test_a_flag_of_another_frontends_worker_is_named_on_vllm_serve(recipes, flag
 
 
 def _free_block(n: int) -> int:
-    from servebench.server.ports import port_free
+    from rackbench.server.ports import port_free
     return next(p for p in range(43000, 44000, 10) if all(port_free(q) for q in range(p, p + n)))
 
 
@@ -331,7 +331,7 @@ def test_a_port_bound_but_not_listening_is_taken():
     same port beside it, and both servers then fought over it."""
     import socket
 
-    from servebench.server.ports import PortAllocator, port_free
+    from rackbench.server.ports import PortAllocator, port_free
     base = _free_block(2)
     with socket.socket() as early:
         early.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -344,7 +344,7 @@ def test_a_port_bound_but_not_listening_is_taken():
 def test_two_sessions_planning_at_once_never_share_a_port(tmp_path):
     """Nothing is bound yet (both only planned): the first session's lease holds its ports until it closes, the
     second is given others, and the holder is named by the lease's own words."""
-    from servebench.server.ports import PortAllocator, PortLease
+    from rackbench.server.ports import PortAllocator, PortLease
     base = _free_block(4)
     first, second = PortLease("pid 1: run A", tmp_path), PortLease("pid 2: run B", tmp_path)
     a = PortAllocator(probe=True, offset=base - 8000, lease=first)
@@ -362,8 +362,8 @@ def test_a_pinned_port_in_use_is_refused_naming_its_holder():
     import os
     import socket
 
-    from servebench.core.listeners import holder
-    from servebench.server.ports import PortAllocator, PortTaken
+    from rackbench.core.listeners import holder
+    from rackbench.server.ports import PortAllocator, PortTaken
     base = _free_block(1)
     with socket.socket() as held:
         held.bind(("127.0.0.1", base))
@@ -382,7 +382,7 @@ def test_no_port_a_session_hands_out_is_one_a_shipped_recipe_pins(catalog):
     """A GB200 recipe pins vLLM's default DP RPC port (13345). The allocator's own range for that kind started at
     13345, so a local session beside a rehearsal took the port the rehearsal's recipe pins and the rehearsal found
     it taken (CI, with the Slurm tests beside the server tests). No allocated range holds a pinned port now."""
-    from servebench.server.ports import BASES, JOB_BLOCK, JOB_BLOCKS, SPAN, XDIST_BLOCK
+    from rackbench.server.ports import BASES, JOB_BLOCK, JOB_BLOCKS, SPAN, XDIST_BLOCK
     pinned = {int(v) for p in catalog.profiles for k, v in p.recipe.aggregated_flags.items()
               if k.endswith("port") and str(v).isdigit()}
     assert 13345 in pinned
@@ -393,7 +393,7 @@ def test_no_port_a_session_hands_out_is_one_a_shipped_recipe_pins(catalog):
 
 
 def test_a_cluster_jobs_ports_start_at_a_block_of_its_id():
-    from servebench.server.ports import JOB_BLOCK, PortAllocator, offset_for
+    from rackbench.server.ports import JOB_BLOCK, PortAllocator, offset_for
     assert offset_for(False, None, "4242") == JOB_BLOCK * (4242 % 16) and offset_for(False, None, None) == 0
     assert offset_for(True, "gw2", "4242") == 2000             # this machine: the lease keeps sessions apart
     assert PortAllocator(offset=offset_for(False, None, "17")).take("frontend", "n1") == 8100
@@ -411,7 +411,7 @@ def test_a_server_whose_port_was_taken_fails_in_one_line_naming_it_and_its_holde
     import socket
     import subprocess
 
-    from servebench.cluster.base import NodeProcess, ProcessDied
+    from rackbench.cluster.base import NodeProcess, ProcessDied
     base = _free_block(1)
     with socket.socket() as held:
         held.bind(("127.0.0.1", base))
@@ -426,10 +426,10 @@ def test_a_server_whose_port_was_taken_fails_in_one_line_naming_it_and_its_holde
     assert "\n" not in message and "Traceback" not in message, message
     assert message.startswith(f"frontend on node n1 (rank 0) exited with code 0: port {base} is taken on node n1 by "
                               f"pid {os.getpid()} (")
-    assert message.endswith(f"listening on 127.0.0.1:{base}: a process outside servebench's port leases bound it "
+    assert message.endswith(f"listening on 127.0.0.1:{base}: a process outside rackbench's port leases bound it "
                             "before the server did; stop it and run again (where the recipe pins this port, removing "
-                            f"the pin lets servebench lease a free one) (the whole log: {log})")
-    assert "let servebench choose the port" not in message           # it did choose it (#54)
+                            f"the pin lets rackbench lease a free one) (the whole log: {log})")
+    assert "let rackbench choose the port" not in message           # it did choose it (#54)
 
 
 def test_answering_names_the_deployment_whose_process_listens(tmp_path):
@@ -438,7 +438,7 @@ def test_answering_names_the_deployment_whose_process_listens(tmp_path):
     import subprocess
     import sys
 
-    from servebench.server.identity import TOKEN_ENV, answering
+    from rackbench.server.identity import TOKEN_ENV, answering
     base = _free_block(1)
     url = f"http://127.0.0.1:{base}"
     assert answering(url, "mine") == f"nothing listens on port {base} here"

@@ -7,17 +7,17 @@ from dataclasses import replace
 
 import pytest
 
-from servebench.catalog.loader import Catalog
-from servebench.catalog.points import Point
-from servebench.core.errors import ConfigError
-from servebench.core.stats import effective_size, lag1, t_quantile, wilson
-from servebench.load.aiperf import records as aiperf_records
-from servebench.load.records import Request
-from servebench.recipe.schema.sweep import SloTier
-from servebench.report.files import markdown, Report
-from servebench.report.summary import properties
-from servebench.results.slo import good, tier_result
-from servebench.results.verdict import judge
+from rackbench.catalog.loader import Catalog
+from rackbench.catalog.points import Point
+from rackbench.core.errors import ConfigError
+from rackbench.core.stats import effective_size, lag1, t_quantile, wilson
+from rackbench.load.aiperf import records as aiperf_records
+from rackbench.load.records import Request
+from rackbench.recipe.schema.sweep import SloTier
+from rackbench.report.files import markdown, Report
+from rackbench.report.summary import properties
+from rackbench.results.slo import good, tier_result
+from rackbench.results.verdict import judge
 from tests.conftest import REPO, by_id, edit, recorded
 
 RUN = REPO / "tests/data/h200-gpu-run/aiperf/vllm-c8"          # 405 profiled requests of a real H200 point
@@ -123,8 +123,8 @@ def test_a_gate_naming_a_tier_that_is_not_defined_is_refused_naming_the_file(rec
 
 def test_the_pareto_plot_marks_where_each_tiers_tpot_bounds_interactivity(tmp_path):
     """#32: a tier's TPOT limit t ms is the interactivity 1000 / t tok/s per user; the plot draws it."""
-    from servebench.report import plots
-    from servebench.results.model import PointResult
+    from rackbench.report import plots
+    from rackbench.results.model import PointResult
     data = json.loads((REPO / "tests/data/long-cpu/points/tiny-llama-cpu-vllm-c4.json").read_text())
     tiers = [SloTier(ttft_ms=300, tpot_ms=10, attainment=0.9), SloTier(ttft_ms=1000, e2e_ms=2000)]
     data["slo"] = [tier_result(name, t, [], 1.0, gpus=1) for name, t in zip(("interactive", "relaxed"), tiers)]

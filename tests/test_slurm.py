@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from servebench.cluster import AllocationRequest, ClusterError, ProcessDied
-from servebench.core.results_folder import ResultsFolder
+from rackbench.cluster import AllocationRequest, ClusterError, ProcessDied
+from rackbench.core.results_folder import ResultsFolder
 from tests.conftest import before_short_summary, edit, run_cli
 
 pytestmark = pytest.mark.slurm
@@ -254,7 +254,7 @@ def test_signal_leaves_nothing_behind(slurm_suite, tmp_path, sig):
 def test_a_sigkilled_session_gives_its_nodes_back_within_the_orphan_bound(slurm_suite, tmp_path):
     """SIGKILL of pytest mid-profile (an OOM kill, a lost CI runner, a dropped login shell): nothing in the session
     runs to release the job, so the holder notices the heartbeat has stopped and ends the job by itself, with every
-    step on every node, within slurm.orphan_after_s (+ one check + KillWait); `servebench jobs` lists the
+    step on every node, within slurm.orphan_after_s (+ one check + KillWait); `rackbench jobs` lists the
     allocation the dead session left and, once the job has ended, says it is gone."""
     wait_for(nodes_idle, 60, "idle nodes")
     token = f"sbtest-{uuid.uuid4().hex[:8]}"
@@ -414,7 +414,7 @@ def test_dynamo_with_etcd_nats_and_the_kv_router_over_two_slurm_nodes(slurm, pyt
     client = alloc["processes"][-1]
     assert client["role"] == "client" and client["node"] == alloc["nodes"][0] and client["rank"] == 0
     case = ResultsFolder.at(out).case("tiny-llama-cpu-dynamo_slurm", "tiny-llama-cpu-dynamo_slurm-c4")
-    assert "servebench: tokenizer: " in case.load_log("aiperf").read_text()   # the tokenizer copy, in the client's step
+    assert "rackbench: tokenizer: " in case.load_log("aiperf").read_text()   # the tokenizer copy, in the client's step
     assert (case.load_dir("aiperf") / "profile_export_aiperf.json").is_file()  # written on the node, read here
     assert squeue(alloc["name"]) == []
     assert processes_with(alloc["name"]) == []          # every step's tasks carry SLURM_JOB_NAME
@@ -430,7 +430,7 @@ def test_point(sb_allocation, sb_point, tmp_path):
              tmp_path / f"w{r}.log") for r in range(4)]
     while not all("serving" in p.log.read_text() for p in procs):
         time.sleep(0.2)
-    os.kill(int(open("/var/lib/servebench-slurm/run/slurmd.n2.pid").read()), signal.SIGKILL)   # node n2's daemon
+    os.kill(int(open("/var/lib/rackbench-slurm/run/slurmd.n2.pid").read()), signal.SIGKILL)   # node n2's daemon
     time.sleep(2)
     allocation.check()
 '''
@@ -489,7 +489,7 @@ def test_a_second_start_uses_the_running_daemons_and_says_so(slurm, tmp_path):
     said = [p.communicate(timeout=300)[0] for p in both]
     assert [p.returncode for p in both] == [0, 0], said
     assert all("slurm-local: already running (1 slurmctld pid" in s and "nothing started" in s for s in said), said
-    pidfile = Path("/var/lib/servebench-slurm/run/slurmctld.pid")
+    pidfile = Path("/var/lib/rackbench-slurm/run/slurmctld.pid")
     kept = pidfile.read_text()
     pidfile.unlink()                                       # a controller whose PID file is gone is still found
     try:
@@ -515,24 +515,24 @@ def test_a_second_start_uses_the_running_daemons_and_says_so(slurm, tmp_path):
 
 
 def test_release_never_cancels_a_job_whose_id_was_reused_by_someone_else(slurm, tmp_path):
-    """A results folder's manifest names job N as a servebench allocation whose session is gone; the controller
-    now runs another job under N (ids are reused; results folders are copied between clusters). `servebench jobs
+    """A results folder's manifest names job N as a rackbench allocation whose session is gone; the controller
+    now runs another job under N (ids are reused; results folders are copied between clusters). `rackbench jobs
     --release` reports it as not this suite's and leaves it running; the suite's own job, recorded with its identity
     at submission, is released."""
-    from servebench.cluster.slurm_jobs import job_identity
+    from rackbench.cluster.slurm_jobs import job_identity
     def submit(name: str) -> str:
         return subprocess.run(["sbatch", "--parsable", f"--job-name={name}", "-N1", "-o", "/dev/null", "--wrap",
                                "sleep 300"], capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
-    foreign, ours = submit("someone-elses-training"), submit("servebench-RUNX-tp")
+    foreign, ours = submit("someone-elses-training"), submit("rackbench-RUNX-tp")
     try:
         wait_for(lambda: job_identity(ours) is not None and job_identity(foreign) is not None, 30, "both listed")
         run = tmp_path / "results/runs/RUNX"
         run.mkdir(parents=True)
         mine = job_identity(ours)
-        stale = {**mine, "name": "servebench-RUNOLD-tp", "submitted": "2026-01-01T00:00:00"}
-        allocations = [{"profile": "tp", "backend": "slurm", "name": "servebench-RUNOLD-tp", "job_id": foreign,
+        stale = {**mine, "name": "rackbench-RUNOLD-tp", "submitted": "2026-01-01T00:00:00"}
+        allocations = [{"profile": "tp", "backend": "slurm", "name": "rackbench-RUNOLD-tp", "job_id": foreign,
                         "job": stale, "released_at": None},
-                       {"profile": "tp", "backend": "slurm", "name": "servebench-RUNX-tp", "job_id": ours,
+                       {"profile": "tp", "backend": "slurm", "name": "rackbench-RUNX-tp", "job_id": ours,
                         "job": mine, "released_at": None}]
         (run / "manifest.json").write_text(json.dumps({"run_id": "RUNX", "allocations": allocations}))
         out = run_cli("jobs", "--release", "--results-dir", tmp_path / "results")

@@ -1,5 +1,5 @@
 """srt-slurm recipes as users write them: real recipes of other models (srt-slurm v1.0.68, tests/data) load as
-`extends:` targets; the ones servebench does not run are set aside with one line each, and fields of a fork are
+`extends:` targets; the ones rackbench does not run are set aside with one line each, and fields of a fork are
 refused unless the catalog declares them."""
 
 import shutil
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from servebench.catalog.loader import Catalog
-from servebench.core.errors import ConfigError
+from rackbench.catalog.loader import Catalog
+from rackbench.core.errors import ConfigError
 from tests.conftest import REPO
 
 SRT = Path(__file__).parent / "data" / "srt-slurm-v1.0.68"
@@ -63,7 +63,7 @@ def test_real_srt_slurm_recipes_load_and_the_others_are_set_aside(catalog_dir):
     assert sorted(skipped) == ["dsv4-pro__sglang__gb300-fp4__1k1k__agg__mtp__agg-low-latency.yaml",
                                "vllm__deepseek-r1__disagg-h100-16gpu.yaml"]
     assert skipped["dsv4-pro__sglang__gb300-fp4__1k1k__agg__mtp__agg-low-latency.yaml"].startswith(
-        "a sglang recipe: servebench runs aggregated vLLM workers")
+        "a sglang recipe: rackbench runs aggregated vLLM workers")
     assert skipped["vllm__deepseek-r1__disagg-h100-16gpu.yaml"].startswith("disaggregated prefill/decode (resources.prefill_nodes)")
     assert all("\n" not in why for why in skipped.values())
 
@@ -76,7 +76,7 @@ def test_a_partial_node_job_counts_the_gpus_it_uses(catalog_dir):
     assert qwen32.topology.gpus == 16 and len(qwen32.topology.roles) == 8
 
 
-def test_notes_name_what_servebench_does_not_run_and_which_flag_table_judged(catalog_dir):
+def test_notes_name_what_rackbench_does_not_run_and_which_flag_table_judged(catalog_dir):
     notes = Catalog.load(catalog_dir).notes()
     assert any("nemotron" in n and "model.path 'hf:nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4'" in n for n in notes)
     assert any("qwen32" in n and "benchmark.type 'mooncake-router'" in n for n in notes)
@@ -84,7 +84,7 @@ def test_notes_name_what_servebench_does_not_run_and_which_flag_table_judged(cat
     assert any("not run: a sglang recipe" in n for n in notes)
 
 
-def test_a_profile_of_a_recipe_servebench_does_not_run_is_one_clear_line(catalog_dir):
+def test_a_profile_of_a_recipe_rackbench_does_not_run_is_one_clear_line(catalog_dir):
     (catalog_dir / "users/sg.yaml").write_text(PROFILE.format(
         recipe="dsv4-pro__sglang__gb300-fp4__1k1k__agg__mtp__agg-low-latency.yaml", name="sg", model="sg",
         cluster="h100-8", conc=8, tp=4))
@@ -124,5 +124,5 @@ def test_srt_recipes_collect_as_cases_and_the_others_are_named_in_the_header(pyt
     cases = sorted(ln.split("[", 1)[1].rstrip("]") for ln in res.outlines if "::test_point[" in ln)
     assert cases == ["nemotron-b200-nemotron-c64", "qwen06-h100-qwen06-c8", "qwen32-h100-qwen32-c64"], res.outlines
     res = pytester.runpytest("--import-mode=importlib", "benchmarks", "-m", "h100", "-p", "no:cacheprovider")
-    assert len([ln for ln in res.outlines if ln.startswith("servebench: not run:")]) == 2
-    res.stdout.fnmatch_lines(["servebench: not run: *agg-low-latency.yaml: a sglang recipe: *"])
+    assert len([ln for ln in res.outlines if ln.startswith("rackbench: not run:")]) == 2
+    res.stdout.fnmatch_lines(["rackbench: not run: *agg-low-latency.yaml: a sglang recipe: *"])

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from servebench.load.records import Request
-from servebench.load.series import client_open, stalls
-from servebench.results import model as result
-from servebench.results.verdict import judge
+from rackbench.load.records import Request
+from rackbench.load.series import client_open, stalls
+from rackbench.results import model as result
+from rackbench.results.verdict import judge
 from tests.conftest import REPO, by_id
 
 C1 = REPO / "tests/data/long-cpu/points/tiny-llama-cpu-vllm-c1.json"
@@ -121,9 +121,9 @@ def test_unanswered_requests_of_a_working_server_outlived_the_grace_and_of_a_sti
     long prefill moves no counter but fills the KV cache), was working on them: counted as errors, said, not
     failed; one whose counters stood still and gauges held still from the last answer stopped: the point fails,
     naming it."""
-    from servebench.results.model import Series, Window
-    from servebench.results.checks.base import Judged
-    from servebench.results.checks.window import answered
+    from rackbench.results.model import Series, Window
+    from rackbench.results.checks.base import Judged
+    from rackbench.results.checks.window import answered
     prof = by_id(catalog, "tiny-llama-cpu-vllm")
 
     def unanswered_check(r):

@@ -8,7 +8,7 @@ import importlib.util
 
 import pytest
 
-from servebench.recipe.schema.sweep import StopRule
+from rackbench.recipe.schema.sweep import StopRule
 from tests.conftest import REPO
 
 spec = importlib.util.spec_from_file_location("replay_stopping", REPO / "benchmarks/replay_stopping.py")

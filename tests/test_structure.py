@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parent.parent / "servebench"
+PKG = Path(__file__).resolve().parent.parent / "rackbench"
 MAX_LINES = 350
 # The pipeline, first to last (docs/architecture.md). tools/ holds stand-alone programs run by other
-# interpreters: they import nothing from servebench at all.
+# interpreters: they import nothing from rackbench at all.
 LAYERS = ("tools", "core", "recipe", "catalog", "cluster", "server", "load", "results", "history", "report",
           "plugin", "cli")
-TOP = {"servebench": "core", "servebench.__main__": "cli"}     # the package itself, `python -m servebench`
+TOP = {"rackbench": "core", "rackbench.__main__": "cli"}     # the package itself, `python -m rackbench`
 
 
 def modules() -> list[Path]:
-    """servebench's modules: every .py file but the data's (servebench/data/standin holds a stand-in model's remote
+    """rackbench's modules: every .py file but the data's (rackbench/data/standin holds a stand-in model's remote
     code, files the suite copies, never imports)."""
     return sorted(p for p in PKG.rglob("*.py") if "data" not in p.relative_to(PKG).parts[:1])
 
@@ -42,13 +42,13 @@ def module_name(path: Path) -> str:
 
 
 def imports(path: Path) -> set[str]:
-    """servebench modules imported anywhere in the file (top level or inside functions)."""
+    """rackbench modules imported anywhere in the file (top level or inside functions)."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     out = set()
     for node in nodes(path.read_text()):
         if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.startswith("servebench")}
+            out |= {a.name for a in node.names if a.name.startswith("rackbench")}
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -56,7 +56,7 @@ def imports(path: Path) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            if not target.startswith("servebench"):
+            if not target.startswith("rackbench"):
                 continue
             for alias in node.names:      # `from . import x` imports the module x
                 sub = f"{target}.{alias.name}"
@@ -128,17 +128,17 @@ def test_layers_point_one_way():
 
 
 def test_the_layer_check_finds_an_import_up_the_pipeline():
-    edges = {"servebench.recipe.profile": {"servebench.report.files"}, "servebench.report.files": set(),
-             "servebench.tools.x": {"servebench.core.errors"}, "servebench.core.errors": set()}
+    edges = {"rackbench.recipe.profile": {"rackbench.report.files"}, "rackbench.report.files": set(),
+             "rackbench.tools.x": {"rackbench.core.errors"}, "rackbench.core.errors": set()}
     assert backwards(edges) == [
-        "servebench.recipe.profile (recipe) imports servebench.report.files (report)",
-        "servebench.tools.x (tools) imports servebench.core.errors (core)"]
+        "rackbench.recipe.profile (recipe) imports rackbench.report.files (report)",
+        "rackbench.tools.x (tools) imports rackbench.core.errors (core)"]
 
 
 def test_the_architecture_page_names_every_folder():
     """docs/architecture.md's tree lists the layers in pipeline order, each folder once."""
     text = (PKG.parent / "docs/architecture.md").read_text()
-    section = text[text.index("```\nservebench/"):]
+    section = text[text.index("```\nrackbench/"):]
     section = section[:section.index("\n```", 3)]
     where = [section.index(f"  {name}/") for name in LAYERS if f"  {name}/" in section]
     assert len(where) == len(LAYERS), [n for n in LAYERS if f"  {n}/" not in section]
@@ -167,7 +167,7 @@ def test_no_print_in_the_library():
 
 
 def test_one_polling_loop():
-    """Waits go through servebench.core.poll; no other module sleeps in a loop."""
+    """Waits go through rackbench.core.poll; no other module sleeps in a loop."""
     offenders = []
     for path in modules():
         if path == PKG / "core" / "poll.py" or layer(module_name(path)) == "tools":
@@ -180,7 +180,7 @@ def test_one_polling_loop():
     assert offenders == []
 
 
-# ---- one owner of the results folder's paths: servebench/core/results_folder.py ----
+# ---- one owner of the results folder's paths: rackbench/core/results_folder.py ----
 
 OWNER = PKG / "core" / "results_folder.py"
 # Joins of a literal name that are not the results folder's, and why.
@@ -194,11 +194,11 @@ NOT_RESULTS = {
 }
 # Modules whose literal joins are another program's layout, inside a folder the owner hands out.
 OTHER_LAYOUTS = {
-    "server/generated.py": "the generated models' cache (~/.cache/servebench/models), not a results folder",
+    "server/generated.py": "the generated models' cache (~/.cache/rackbench/models), not a results folder",
     "load/aiperf/setup.py": "AIPerf's own scratch and the HF cache layout, inside the folders the owner hands out",
     "load/aiperf/records.py": "AIPerf's own export files (its phase manifest, its log) inside its output folder",
     "core/listeners.py": "the kernel's /proc, not a results folder",
-    "server/ports.py": "the host's port leases (/tmp/servebench-ports), shared by every session, not a results folder",
+    "server/ports.py": "the host's port leases (/tmp/rackbench-ports), shared by every session, not a results folder",
     "history/measurements.py": "the checkout's records of the suite's own timings (measurements/), not a results "
                                "folder",
 }
@@ -295,7 +295,7 @@ def frontend_branches(rel: str, text: str) -> list[str]:
 
 
 def test_what_differs_between_frontends_is_the_frontends_own():
-    """No `dynamo`/`vllm` branch outside servebench/server/frontends: a frontend is one class a site can add."""
+    """No `dynamo`/`vllm` branch outside rackbench/server/frontends: a frontend is one class a site can add."""
     offenders = [line for path in sorted(modules()) if "frontends" not in path.parts
                  and layer(module_name(path)) != "tools"
                  for line in frontend_branches(str(path.relative_to(PKG)), path.read_text())]
@@ -316,7 +316,7 @@ def test_a_pytest_start_imports_none_of_the_heavy_libraries():
     (docs/measurements.md)."""
     import subprocess
     import sys
-    code = f"import sys, servebench.plugin, servebench.plugin.fixtures; print([m for m in {NOT_AT_START!r} " \
+    code = f"import sys, rackbench.plugin, rackbench.plugin.fixtures; print([m for m in {NOT_AT_START!r} " \
            "if m in sys.modules])"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           cwd=PKG.parent)
@@ -324,11 +324,11 @@ def test_a_pytest_start_imports_none_of_the_heavy_libraries():
 
 
 def test_the_builtin_seams_are_the_entry_points_pyproject_declares():
-    """#55 item 9: the registry of servebench's own backends, load generators and frontends
+    """#55 item 9: the registry of rackbench's own backends, load generators and frontends
     (core/entry_points.BUILTIN, what a checkout without install metadata falls back on) was written twice, there and
     in pyproject.toml, with nothing tying the two."""
     import tomllib
 
-    from servebench.core.entry_points import BUILTIN
+    from rackbench.core.entry_points import BUILTIN
     declared = tomllib.loads((PKG.parent / "pyproject.toml").read_text())["project"]["entry-points"]
     assert {group: dict(declared.get(group, {})) for group in BUILTIN} == BUILTIN

@@ -2,12 +2,12 @@
 
 import pytest
 
-from servebench.catalog.loader import Catalog
-from servebench.recipe.flags import canonical
-from servebench.catalog.flag_rules import entrypoint_flags
-from servebench.server.assembly import dry_placement
-from servebench.server.plan import allocator, plan, topology_args
-from servebench.recipe.topology import DERIVED_FLAGS, LAUNCHER_FLAGS, PORT_FLAGS, topology
+from rackbench.catalog.loader import Catalog
+from rackbench.recipe.flags import canonical
+from rackbench.catalog.flag_rules import entrypoint_flags
+from rackbench.server.assembly import dry_placement
+from rackbench.server.plan import allocator, plan, topology_args
+from rackbench.recipe.topology import DERIVED_FLAGS, LAUNCHER_FLAGS, PORT_FLAGS, topology
 from tests.conftest import by_id, edit
 
 # layout -> (modes per node, DP ranks per node, engines, registering processes)
@@ -79,8 +79,8 @@ def test_profile_topology_matches_its_plan(catalog):
 def test_agg_workers_are_independent_engines_with_their_own_gpus(catalog):
     """8 workers x TP2 on 2 nodes of 8 GPUs: 8 engines, each pinned to its GPU pair, 16 GPUs in the results.
     Before, this launched one engine spread over both nodes and reported 2 GPUs."""
-    from servebench.recipe.profile import Profile
-    from servebench.recipe.schema.srt import SrtRecipe
+    from rackbench.recipe.profile import Profile
+    from rackbench.recipe.schema.srt import SrtRecipe
 
     tp = by_id(catalog, "kimi-k3-gb200-tp")
     data = tp.recipe.model_dump()

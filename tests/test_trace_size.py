@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from servebench.catalog.load_rules import trace_bytes
-from servebench.catalog.loader import Catalog
-from servebench.load import traces
-from servebench.recipe.schema.sweep import TraceShape
+from rackbench.catalog.load_rules import trace_bytes
+from rackbench.catalog.loader import Catalog
+from rackbench.load import traces
+from rackbench.recipe.schema.sweep import TraceShape
 from tests.conftest import edit
 
 

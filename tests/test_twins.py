@@ -8,8 +8,8 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from servebench.load import traces
-from servebench.results import requests
+from rackbench.load import traces
+from rackbench.results import requests
 
 pytestmark = pytest.mark.offline
 

@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from servebench.core.errors import ConfigError
-from servebench.catalog.loader import Catalog
+from rackbench.core.errors import ConfigError
+from rackbench.catalog.loader import Catalog
 from tests.conftest import catalog_copy, edit, run_cli
 
 G = "kimi-k3/gb200/"
@@ -167,7 +167,7 @@ def test_declared_template_still_rejects_shell_variables(gb200):
     edit(gb200 / G / "base.yaml", "DG_JIT_CACHE_DIR: /tmp/deepgemm-jit-cache", "DG_JIT_CACHE_DIR: ${TMPDIR}/dg")
     edit(gb200 / G / "_agentx.yaml", "  cluster: gb200-nv",
          "  cluster: gb200-nv\n  templates: [backend.aggregated_environment.DG_JIT_CACHE_DIR]")
-    assert any("servebench does not fill" in p.message for p in problems(gb200))
+    assert any("rackbench does not fill" in p.message for p in problems(gb200))
 
 
 def test_extends_cycle_and_missing_base(gb200):
@@ -202,7 +202,7 @@ def test_extends_stays_in_the_catalog(gb200, target, fragment):
 ])
 def test_yaml_is_bounded(text, fragment):
     """An alias bomb is refused while parsing (before: it passed validation, then hung render and the fingerprint)."""
-    from servebench.core import yamlio
+    from rackbench.core import yamlio
     with pytest.raises(ConfigError) as err:
         yamlio.parse(text, "x.yaml")
     assert fragment in str(err.value) and "Traceback" not in str(err.value)
@@ -247,7 +247,7 @@ def test_a_bad_flag_value_is_reported_once_without_traceback(gb200):
     ("base.yaml", '  ETCD_LEASE_TTL: "7200"', '  ETCD_LEASE_TTL: "7200"\n  "BAD NAME;id": "1"', "environment.BAD NAME;id",
      "is not an environment variable name"),
     ("base.yaml", '  container-remap-root: ""', '  container-remap-root: ""\n  nodelist: n9', "srun_options.nodelist",
-     "--nodelist is set by servebench on every step"),
+     "--nodelist is set by rackbench on every step"),
     ("base.yaml", "  type: dynamo\n  enable_multiple_frontends", "  type: dynamoo\n  enable_multiple_frontends",
      "frontend.type", "no frontend 'dynamoo' is registered (known: dynamo, vllm"),
 ])
@@ -319,7 +319,7 @@ def test_an_empty_recipes_folder_is_an_error_not_zero_valid_points(tmp_path):
 ])
 @pytest.mark.catalog("local")
 def test_values_the_engine_refuses_at_start_are_refused_offline(recipes, line, expected):
-    """Bounds and shapes read from vLLM's own config classes into the flag table (servebench/tools/flag_table.py):
+    """Bounds and shapes read from vLLM's own config classes into the flag table (rackbench/tools/flag_table.py):
     a recipe that would stop at engine start-up, after the model has loaded, stops here, naming the flag."""
     edit(recipes / "local/base.yaml", "      max-num-seqs: 16", line if "max-num-seqs" in line else
          f"      max-num-seqs: 16\n{line}")
@@ -341,7 +341,7 @@ def test_values_inside_the_engines_bounds_pass(recipes):
 ])
 @pytest.mark.catalog("h200")
 def test_the_h200_flag_table_has_vllm_0_26s_own_bounds(recipes, line, expected):
-    """The H200 clusters' table (dynamo-1.4.0_vllm-0.26.0, written on the lent H200 by servebench/tools/flag_table.py
+    """The H200 clusters' table (dynamo-1.4.0_vllm-0.26.0, written on the lent H200 by rackbench/tools/flag_table.py
     from vLLM 0.26.0's own config classes) refuses what that engine refuses, as the CPU table does for 0.31.0."""
     edit(recipes / "h200/base.yaml", "      max-num-seqs: 64", f"      max-num-seqs: 64\n{line}")
     found = [str(p) for p in problems(recipes)]
@@ -360,7 +360,7 @@ def test_a_dram_overflow_is_one_problem_with_advice_that_fits_it(gb200):
 def test_a_text_parsed_again_is_a_copy_of_its_own_and_its_problems_name_its_own_file():
     """yamlio parses a text once (catalogs are loaded again and again): each caller still gets its own document, with
     its lines, and a duplicate key is named in the file it was read from."""
-    from servebench.core import yamlio
+    from rackbench.core import yamlio
     text = "a:\n  b: [1, 2]\n  c: x\n"
     first, _ = yamlio.parse_lenient(text, "one.yaml")
     first["a"]["b"].append(3)

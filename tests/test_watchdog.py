@@ -1,4 +1,4 @@
-"""The local backend's watchdog (servebench.cluster.watchdog): a session that dies without releasing its local
+"""The local backend's watchdog (rackbench.cluster.watchdog): a session that dies without releasing its local
 allocation (SIGKILL, an OOM kill) leaves nothing running; a released allocation leaves no watchdog behind."""
 
 import os
@@ -8,17 +8,17 @@ import sys
 import textwrap
 import time
 
-from servebench.cluster import AllocationRequest
-from servebench.cluster.local import LocalAllocation
-from servebench.cluster.watchdog import watch
-from servebench.core.processes import group_alive
+from rackbench.cluster import AllocationRequest
+from rackbench.cluster.local import LocalAllocation
+from rackbench.cluster.watchdog import watch
+from rackbench.core.processes import group_alive
 from tests.conftest import REPO
 
 SESSION = textwrap.dedent('''
     import os, pathlib, signal, sys
     sys.path.insert(0, REPO)
-    from servebench.cluster import AllocationRequest
-    from servebench.cluster.local import LocalAllocation
+    from rackbench.cluster import AllocationRequest
+    from rackbench.cluster.local import LocalAllocation
     where = pathlib.Path(WHERE)
     alloc = LocalAllocation(AllocationRequest("orphan", 1, workdir=where, stop_grace_s=2), ["local0"])
     # a server and a child of its own in its group (as vLLM's API server and its EngineCore)
@@ -48,7 +48,7 @@ def test_a_sigkilled_session_leaves_no_local_process_running(tmp_path):
         if group_alive(pgid):
             os.killpg(pgid, signal.SIGKILL)
     line = (tmp_path / "worker0.log").read_text().strip().splitlines()[-1]
-    assert line.startswith("servebench watchdog: the session ended at ") and f"process group {pgid}" in line
+    assert line.startswith("rackbench watchdog: the session ended at ") and f"process group {pgid}" in line
 
 
 def test_a_released_allocation_ends_its_watchdog_and_the_watchdog_stops_nothing(tmp_path):

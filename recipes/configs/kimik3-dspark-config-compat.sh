@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Setup script (srt-slurm's setup_script): servebench runs it first in each worker's and the frontend's own step, in
+# Setup script (srt-slurm's setup_script): rackbench runs it first in each worker's and the frontend's own step, in
 # that process's environment and container, so the view it builds in /tmp is there for the process (an unnamed pyxis
 # container and its /tmp vanish with the step). It builds the Kimi-K3 DSpark draft-model view that
 # speculative-config names (/tmp/Kimi-K3-DSpark).
@@ -10,7 +10,7 @@
 #                the mount's destination, never a path derived from the model's, which is /model there)
 #   DSPARK_VIEW  where the view goes (default: /tmp/Kimi-K3-DSpark)
 set -euo pipefail
-model=${SERVEBENCH_MODEL:?servebench sets SERVEBENCH_MODEL to the model directory}
+model=${RACKBENCH_MODEL:?rackbench sets RACKBENCH_MODEL to the model directory}
 src=${DSPARK_SRC:?"set DSPARK_SRC to the staged Kimi-K3-DSpark checkpoint as the process sees it (runtime.environment of the cluster file; with containers, a runtime.container_mounts destination)"}
 view=${DSPARK_VIEW:-/tmp/Kimi-K3-DSpark}
 if [ ! -f "$src/config.json" ]; then

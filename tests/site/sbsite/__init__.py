@@ -1,2 +1,2 @@
-"""A site's servebench extension, as a site would ship it: registered by entry points only (no servebench code
+"""A site's rackbench extension, as a site would ship it: registered by entry points only (no rackbench code
 changed): the ``sitedir`` cluster backend and the ``sitechat`` load generator."""

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from servebench.cluster.base import Allocation, AllocationRequest, Backend
+from rackbench.cluster.base import Allocation, AllocationRequest, Backend
 
 
 class NodeDirOptions(BaseModel):

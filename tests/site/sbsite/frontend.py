@@ -1,9 +1,9 @@
 """``sitevllm``: vLLM's own server as a site wraps it, a frontend registered by entry point alone: the same processes
-as servebench's ``vllm`` frontend, each tagged with the site's environment variable, and ready only once the
+as rackbench's ``vllm`` frontend, each tagged with the site's environment variable, and ready only once the
 server also reports its version (what a site's gateway might require)."""
 
-from servebench.server.frontends.base import WorkerLaunch
-from servebench.server.frontends.vllm import VllmFrontend
+from rackbench.server.frontends.base import WorkerLaunch
+from rackbench.server.frontends.vllm import VllmFrontend
 
 
 class SiteFrontend(VllmFrontend):

@@ -1,4 +1,4 @@
-"""``sitechat``: sbsite/chatload.py as a servebench load generator, with its own record reader."""
+"""``sitechat``: sbsite/chatload.py as a rackbench load generator, with its own record reader."""
 
 import json
 import os
@@ -6,8 +6,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from servebench.load.generator import Invocation, LoadGenerator, LoadJob
-from servebench.load.records import LoadRecords, Request
+from rackbench.load.generator import Invocation, LoadGenerator, LoadJob
+from rackbench.load.records import LoadRecords, Request
 
 SCRIPT = Path(__file__).with_name("chatload.py")
 

@@ -1,0 +1,5 @@
+import sys
+
+from rackbench.cli import main
+
+sys.exit(main())

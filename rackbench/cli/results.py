@@ -1,0 +1,79 @@
+"""Commands over a results folder: report, baseline."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from rackbench.cli.base import CHANGELOG, HISTORY, Command
+from rackbench.core.results_folder import ReportFolder, ResultsFolder
+
+
+class ReportCommand(Command):
+    name = "report"
+    help = ("Pareto plots, offload A/B, report.md and points.csv of a results folder, and report.html over its "
+            "history")
+    options = (HISTORY, CHANGELOG)
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("results", help="results folder (reads <results>/points/*.json)")
+        parser.add_argument("--out", help="output folder (default: <results>/report)")
+
+    def run(self, args) -> int:
+        from rackbench.report import files
+        rep = files.write(Path(args.results), Path(args.out) if args.out else None)
+        for name, why in sorted(rep.rejected.items()):
+            print(f"{ResultsFolder.at(args.results).points / name}: skipped: {why}", file=sys.stderr)
+        html_error = None
+        if rep.points:
+            try:
+                rep.files.append(self.html(args, ReportFolder(rep.files[0].parent).html))
+            except ValueError as err:        # a --history that is not one: the other files are written already
+                html_error = f"report.html not written: {err}"
+        else:
+            print(f"{ResultsFolder.at(args.results).points}: no valid result file in it", file=sys.stderr)
+        print("\n".join(str(f) for f in rep.files))
+        if html_error:
+            print(html_error, file=sys.stderr)
+            return 2
+        return 0 if rep.points else 1
+
+    @staticmethod
+    def html(args, page: Path) -> Path:
+        """report.html over the history (--history, else RESULTS/history.sqlite); without one, over this folder
+        alone (in a throw-away store: the report adds nothing to any history)."""
+        from rackbench.history import store
+        from rackbench.report import html
+        db = Path(args.history) if args.history else ResultsFolder.at(args.results).history
+        if db.is_file() or args.history:
+            return html.write(db, page, Path(args.changelog))
+        with tempfile.TemporaryDirectory() as tmp:
+            scratch = ResultsFolder.at(tmp).history
+            store.add(scratch, args.results)
+            return html.write(scratch, page, Path(args.changelog))
+
+
+class BaselineCommand(Command):
+    name = "baseline"
+    help = "write a baseline (accepted tok/s per GPU per point) from a results folder"
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("results")
+        parser.add_argument("--out", required=True, help="e.g. baselines/<cluster>.json")
+        parser.add_argument("--cluster", help="when the results hold several clusters (default: the one the --out "
+                                                  "file is named after, e.g. baselines/local-cpu.json)")
+
+    def run(self, args) -> int:
+        from rackbench.results import baseline
+        dropped: dict[str, str] = {}
+        data = baseline.make(Path(args.results), args.cluster, dropped, hint=Path(args.out).stem)
+        baseline.write(data, Path(args.out))
+        for name, why in sorted(dropped.items()):
+            print(f"{ResultsFolder.at(args.results).points / name}: dropped: {why}", file=sys.stderr)
+        print(f"{args.out}: {len(data['points'])} point(s) of cluster {data['cluster']}"
+              + (f", {len(dropped)} file(s) dropped (above)" if dropped else ""))
+        return 0 if data["points"] else 1
+
+
+COMMANDS = (ReportCommand, BaselineCommand)

@@ -1,5 +1,0 @@
-import sys
-
-from servebench.cli import main
-
-sys.exit(main())
