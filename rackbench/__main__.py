@@ -1,3 +1,5 @@
+"""`python -m rackbench`: the rackbench command."""
+
 import sys
 
 from rackbench.cli import main

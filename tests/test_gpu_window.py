@@ -32,8 +32,21 @@ def test_the_gpu_figures_are_the_windows_and_the_span_is_kept_beside_them():
     assert block["over"] == "window" and gpu["samples"] == 120
     assert gpu["power_w"]["mean"] == 668 and gpu["utilization_pct"]["mean"] == 82
     assert block["span_gpus"][0]["power_w"]["mean"] < 600 and block["span_gpus"][0]["samples"] == 180
-    m.records.window = None                                   # not known: the span, said so
+    m.records.window, m.records.profiled = None, []          # not known: the span, said so
     assert telemetry_block(m)["gpus"][0]["samples"] == 180 and "over" not in telemetry_block(m)
+
+
+def test_a_point_stopped_early_takes_its_window_from_its_requests():
+    """A probe its rule stopped early has no window from the generator (AIPerf was cancelled before its summary):
+    on the H100 search (tests/data/h100-7b-search) five of six probes kept their GPU figures over the whole span. The
+    requests' span stands in for it."""
+    from rackbench.load.records import Request
+    sampled = {"n1": rows([(30, 150, 5), (45, 668, 82), (10, 200, 10)])}
+    sent = [Request(phase="profiling", ok=True, start_s=T0 + 30 + i, end_s=T0 + 31 + i) for i in range(44)]
+    m = SimpleNamespace(telemetry=summarize(sampled, 1.0), telemetry_rows=sampled, telemetry_started=T0,
+                        records=SimpleNamespace(window=None, profiled=sent))
+    block = telemetry_block(m)
+    assert block["over"] == "window" and block["gpus"][0]["power_w"]["mean"] == 668
 
 
 def test_the_queue_that_judges_the_bound_is_the_windows():

@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from rackbench import LAYERS      # the pipeline, first to last (docs/architecture.md)
+
 PKG = Path(__file__).resolve().parent.parent / "rackbench"
-MAX_LINES = 350
-# The pipeline, first to last (docs/architecture.md). tools/ holds stand-alone programs run by other
-# interpreters: they import nothing from rackbench at all.
-LAYERS = ("tools", "core", "recipe", "catalog", "cluster", "server", "load", "results", "history", "report",
-          "plugin", "cli")
+MAX_LINES = 300                   # past it only with the reason in the module's docstring, and never past HARD_CAP
+HARD_CAP = 350
 TOP = {"rackbench": "core", "rackbench.__main__": "cli"}     # the package itself, `python -m rackbench`
 
 
@@ -150,8 +149,14 @@ def test_the_architecture_page_names_every_folder():
 
 @pytest.mark.parametrize("path", sorted(modules()), ids=lambda p: str(p.relative_to(PKG)))
 def test_module_is_small(path):
-    lines = len(path.read_text().splitlines())
-    assert lines <= MAX_LINES, f"{path.relative_to(PKG.parent)} has {lines} lines (> {MAX_LINES}): split it"
+    """A module is split before it nears 300 lines; one that stays longer says why in its docstring ("Over 300
+    lines: ...")."""
+    text = path.read_text()
+    lines = len(text.splitlines())
+    assert lines <= HARD_CAP, f"{path.relative_to(PKG.parent)} has {lines} lines (> {HARD_CAP}): split it"
+    why = "Over 300 lines:" in (ast.get_docstring(ast.parse(text)) or "")
+    assert lines <= MAX_LINES or why, (f"{path.relative_to(PKG.parent)} has {lines} lines (> {MAX_LINES}): split it, "
+                                       "or say why not in its docstring (\"Over 300 lines: ...\")")
 
 
 def test_no_print_in_the_library():
@@ -332,3 +337,14 @@ def test_the_builtin_seams_are_the_entry_points_pyproject_declares():
     from rackbench.core.entry_points import BUILTIN
     declared = tomllib.loads((PKG.parent / "pyproject.toml").read_text())["project"]["entry-points"]
     assert {group: dict(declared.get(group, {})) for group in BUILTIN} == BUILTIN
+
+
+def test_the_architecture_page_names_every_marker_of_pytest_ini():
+    """#55: the page said one repository marker where pytest.ini had more."""
+    import configparser
+    ini = configparser.ConfigParser()
+    ini.read(PKG.parent / "pytest.ini")
+    names = [line.split(":")[0].split("(")[0].strip() for line in ini["pytest"]["markers"].splitlines() if ":" in line]
+    text = (PKG.parent / "docs/architecture.md").read_text()
+    section = text[text.index("This repository adds"):][:600]
+    assert names and [n for n in names if f"`{n}`" not in section] == []

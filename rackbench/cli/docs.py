@@ -113,6 +113,28 @@ def measurements_table() -> str:
     return table()
 
 
+def _first_sentence(doc: str) -> str:
+    para = " ".join(doc.strip().split("\n\n")[0].split())
+    found = re.search(r"^(.+?[.!?])(?=\s+[A-Z(`*]|$)", para)
+    text = found.group(1) if found else para
+    return text if len(text) <= 240 else text[:text.rindex(" ", 0, 240)] + " …"
+
+
+def module_map_table() -> str:
+    """Every module of the package in pipeline order, with the first sentence of its docstring."""
+    import ast
+
+    import rackbench
+    from rackbench import LAYERS
+    root = Path(rackbench.__file__).parent
+    paths = sorted(root.glob("*.py")) + [p for layer in LAYERS for p in sorted((root / layer).rglob("*.py"))]
+    rows = ["| module | what it is |", "|---|---|"]
+    for path in paths:
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        rows.append(f"| `{path.relative_to(root.parent).as_posix()}` | {_cell(_first_sentence(doc)) or '—'} |")
+    return "\n".join(rows)
+
+
 # table name -> (page under docs/, generator)
 TABLES: dict[str, tuple[str, Callable[[], str]]] = {
     "rules": ("recipes.md", rules_table),
@@ -121,6 +143,7 @@ TABLES: dict[str, tuple[str, Callable[[], str]]] = {
     "checks": ("results.md", checks_table),
     "cluster-keys": ("clusters.md", cluster_keys_table),
     "profile-keys": ("recipes.md", profile_keys_table),
+    "module-map": ("architecture.md", module_map_table),
 }
 
 

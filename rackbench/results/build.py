@@ -159,7 +159,7 @@ def telemetry_block(m: Measurement) -> dict | None:
     """The GPU figures over the measured window (what the point's throughput and bound are of), the whole sampling
     span beside them; the span alone where the window is not known."""
     from rackbench.server.machine import in_window, summarize
-    w = m.records.window
+    w = generator_window(m)
     if m.telemetry is None or w is None or not m.telemetry_rows:
         return m.telemetry
     inside = summarize(in_window(m.telemetry_rows, m.telemetry_started, w), m.telemetry["interval_s"])
@@ -173,9 +173,17 @@ def window_of(profiled: list) -> tuple[float, float] | None:
     return (min(starts), max(ends)) if starts and ends and max(ends) > min(starts) else None
 
 
+def generator_window(m: Measurement) -> tuple[float, float] | None:
+    """The measured window on the wall clock: the generator's profiling phase where it says (AIPerf's summary), else
+    its profiled requests' span. A point its rule stopped early has no summary window (the generator was cancelled),
+    and its GPU figures and bound were then taken over the whole sampling span (#56)."""
+    return m.records.window or window_of(m.records.profiled)
+
+
 def window_block(m: Measurement) -> dict | None:
-    """The measured phase on the run's clock, as the generator held it, and when its last answer came."""
-    w, t0 = m.records.window, m.run_started
+    """The measured phase on the run's clock, as the generator held it (or as its requests span it), and when its
+    last answer came."""
+    w, t0 = generator_window(m), m.run_started
     if w is None or t0 is None:
         return None
     ends = [r.end_s for r in m.records.profiled if r.end_s is not None]
