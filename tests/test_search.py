@@ -142,6 +142,15 @@ def test_an_answer_taken_before_the_search_ends_says_so_and_names_the_next_probe
 
 
 H200_SEARCH = Path(__file__).parent / "data" / "h200-7b-search"
+H100_SEARCH = Path(__file__).parent / "data" / "h100-7b-search"
+
+
+def as_stored(answer: dict, stored: dict) -> tuple[dict, dict]:
+    """``answer`` and the stored file of an earlier commit, each with only the keys both hold: the file has the
+    search's own keys beside the answer's, and an earlier commit stored fewer of the answer's."""
+    out = {k: v for k, v in json.loads(json.dumps(answer)).items() if k in stored}
+    out["probes"] = [{k: v for k, v in p.items() if k in q} for p, q in zip(out["probes"], stored["probes"])]
+    return out, {k: v for k, v in stored.items() if k in out}
 
 
 @pytest.mark.catalog("h200-7b")
@@ -157,7 +166,8 @@ def test_the_h200_search_probed_what_the_rule_says_and_its_stored_answer_is_its_
                    .identity.started_at)
     assert [p.concurrency for p in search.probes] == [p.concurrency for p in order] == [4, 8, 16, 32, 24]
     stored = json.loads(folder.search(prof.id).read_text())
-    assert {k: v for k, v in stored.items() if k in search.answer()} == json.loads(json.dumps(search.answer()))
+    mine, theirs = as_stored(search.answer(), stored)
+    assert mine == theirs
     assert (stored["bracket"], stored["next"]) == ([24, 32], 28) and stored["answer"] == 24
     tier = prof.spec.slo["interactive"]
     for p in search.probes:
@@ -244,3 +254,32 @@ def test_no_concurrency_meeting_the_tier_is_an_answer_unless_the_profile_declare
     cases.test_search("tiny-llama-cpu-vllm_search-search", floor, {**none, "answer": 4})
     with pytest.raises(AssertionError, match="probes that did not measure"):
         cases.test_search("tiny-llama-cpu-vllm_search-search", prof, {**none, "not_measured": ["c1: stall"]})
+
+
+@pytest.mark.catalog("h200-7b")
+def test_the_h100_search_answers_c20_and_carries_what_serving_there_costs(recipes):
+    """#53/#56: the live search that ran to its end (tests/data/h100-7b-search): replayed, its six probes are the live
+    order and its stored answer theirs; #57 item 1: the answer carries goodput per GPU at c20 with the attainment's
+    interval, and energy per output token, as the c20 point measured them."""
+    prof = next(p for p in Catalog.load(recipes).profiles if p.id == "llama-7b-h200-vllm_search")
+    folder = ResultsFolder.at(H100_SEARCH)
+    search = replayed(prof, folder)
+    assert [p.concurrency for p in search.probes] == [4, 8, 16, 32, 24, 20]
+    answer = search.answer()
+    stored = json.loads(folder.search(prof.id).read_text())
+    mine, theirs = as_stored(answer, stored)
+    assert mine == theirs and answer["answer"] == 20 and answer["bracket"] == [20, 24]
+    at = answer["at_answer"]
+    point = parse(json.loads(folder.point("llama-7b-h200-vllm_search-c20").read_text()))
+    tier = next(t for t in point.slo if t.tier == "interactive")
+    assert at["concurrency"] == 20 and at["good_output_tps_per_gpu"] == tier.good_output_tps_per_gpu
+    low, high = at["good_output_tps_per_gpu_interval"]
+    assert low < tier.good_output_tps_per_gpu < high and abs(low / high - tier.low / tier.high) < 1e-9
+    assert at["joules_per_output_token"] == point.economics.joules_per_output_token > 0
+    assert at["cost_per_m_output_tokens"] is None          # local-h200 declares no GPU-hour price
+
+
+def test_no_answer_carries_no_cost():
+    s = Search(4, 64, 0.25, 6)
+    s.add(Probe(4, "missed", 0.5, 0.4, 0.6, "c4", good_output_tps_per_gpu=10.0))
+    assert s.answer()["answer"] is None and s.answer()["at_answer"] is None

@@ -1,4 +1,4 @@
-"""Commands over a results folder: report, baseline."""
+"""Commands over a results folder: report, baseline, export."""
 
 from __future__ import annotations
 
@@ -76,4 +76,25 @@ class BaselineCommand(Command):
         return 0 if data["points"] else 1
 
 
-COMMANDS = (ReportCommand, BaselineCommand)
+class ExportCommand(Command):
+    name = "export"
+    help = "write a results folder's points in another tool's format (the seed system's agentic aggregate)"
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("results", help="results folder (reads <results>/points/*.json and each requests file)")
+        parser.add_argument("--inferencex", required=True, metavar="DIR",
+                            help="write each point as InferenceX's agentic aggregate JSON into DIR, and agg_<name>.json")
+        parser.add_argument("--name", help="the experiment name of agg_<name>.json (default: the run id)")
+
+    def run(self, args) -> int:
+        from rackbench.report.inferencex import export
+        try:
+            written = export(Path(args.results), Path(args.inferencex), args.name)
+        except ValueError as err:
+            print(f"export: {err}", file=sys.stderr)
+            return 1
+        print("\n".join(str(f) for f in written))
+        return 0
+
+
+COMMANDS = (ReportCommand, BaselineCommand, ExportCommand)

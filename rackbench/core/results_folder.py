@@ -284,3 +284,16 @@ class ReportFolder:
 
     def search_plot(self, profile_id: str) -> Path:
         return self.root / f"search-{name(profile_id, 'profile id')}.png"
+
+
+@dataclass(frozen=True)
+class ExportFolder:
+    """What ``rackbench export --inferencex DIR`` writes: one aggregate per point, and their list."""
+
+    root: Path
+
+    def point(self, case_id: str) -> Path:
+        return self.root / f"{name(case_id, 'case id')}.json"
+
+    def aggregate(self, experiment: str) -> Path:
+        return self.root / f"agg_{name(experiment, 'experiment name')}.json"

@@ -48,6 +48,17 @@ def searches_section(answers: list[dict], plot_names: dict[str, str], held: dict
             energy = a.get("energy_j")
             notes.append(f"It measured {number(a['gpu_hours_measured'], 'rate')} GPU-hours" +
                          (f" and {number(energy / 1000, 'rate')} kJ of GPU energy." if energy is not None else "."))
+        at = a.get("at_answer")
+        if at and at.get("good_output_tps_per_gpu") is not None:
+            rng = at.get("good_output_tps_per_gpu_interval") or [None, None]
+            said = [f"At c{at['concurrency']} it serves {number(at['good_output_tps_per_gpu'], 'rate')} good output "
+                    f"tok/s per GPU {interval(rng[0], rng[1], 'rate')}"]
+            if at.get("joules_per_output_token") is not None:
+                said.append(f"{number(at['joules_per_output_token'], 'rate')} J per output token")
+            if at.get("cost_per_m_output_tokens") is not None:
+                said.append(f"{number(at['cost_per_m_output_tokens'], 'rate')} {at.get('currency') or ''} per "
+                            "million output tokens".replace("  ", " "))
+            notes.append(", ".join(said) + " (energy and cost without an interval: the rate's is not claimed).")
         h = (held or {}).get(a["profile"])
         if h is not None:
             notes.append(f"Its allocation held {number(h.gpu_hours, 'rate')} GPU-hours in all (queue, model load, "

@@ -8,7 +8,9 @@ verdict is its tier's (rackbench.results.slo): ``met`` with 95% confidence passe
 do not, so the answer is a concurrency shown to meet the tier, never one that only might. The answer is the highest
 met concurrency, with its bracket (last met, first not met). An answer taken before the search ends (the one stored
 after each probe, so that an allocation lost mid-search keeps what its probes found) says so and names the next
-probe; its answer is then a lower bound, found so far.
+probe; its answer is then a lower bound, found so far. The answer carries what serving there costs (``at_answer``:
+goodput per GPU with its interval, energy per output token, the price of a million tokens) beside what the search
+itself spent (GPU-hours and energy of its probes).
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ class Probe:
     passed: bool | None = None     # the probe's own verdict (its gates), apart from the tier
     gpu_hours: float | None = None  # its measured window x its GPUs
     energy_j: float | None = None   # its GPUs' board energy over that window (None: no power samples)
+    good_output_tps_per_gpu: float | None = None   # output tokens of the tier's good requests, per second per GPU
+    joules_per_output_token: float | None = None
+    cost_per_m_output_tokens: float | None = None  # where the cluster file declares a GPU-hour price
+    currency: str | None = None
 
 
 def probe_of(concurrency: int, result, tier: str, passed: bool | None, judged=None) -> Probe:
@@ -36,10 +42,34 @@ def probe_of(concurrency: int, result, tier: str, passed: bool | None, judged=No
     (or ``judged``'s: the tier judged anew, by limits relative to the first probe), the GPU-hours its window
     measured, its GPU energy."""
     t = judged if judged is not None else next((x for x in result.slo if x.tier == tier), None)
+    e = result.economics
     return Probe(concurrency, t.verdict if t else None, t.attainment if t else None, t.low if t else None,
                  t.high if t else None, result.identity.case_id, passed,
                  gpu_hours=(result.throughput.duration_s or 0.0) * result.throughput.gpus / 3600,
-                 energy_j=result.economics.energy_j if result.economics is not None else None)
+                 energy_j=e.energy_j if e is not None else None,
+                 good_output_tps_per_gpu=t.good_output_tps_per_gpu if t else None,
+                 joules_per_output_token=e.joules_per_output_token if e is not None else None,
+                 cost_per_m_output_tokens=e.cost_per_m_output_tokens if e is not None else None,
+                 currency=e.currency if e is not None else None)
+
+
+def at_answer(p: Probe | None) -> dict | None:
+    """What serving at the answer costs, as its probe measured it: goodput per GPU with an interval, energy per output
+    token, and the price of a million output tokens where the cluster file declares one. The goodput's interval is
+    the attainment's (good requests share the measured output rate: good = rate x share), the window's rate taken as
+    measured; energy and price rest on that rate too, whose interval is not claimed (docs/statistics.md), so they
+    carry none."""
+    if p is None:
+        return None
+    good, share = p.good_output_tps_per_gpu, p.attainment
+    scaled = (None if good is None or not share or p.low is None or p.high is None
+              else [good * p.low / share, good * p.high / share])
+    return {"concurrency": p.concurrency, "case_id": p.case_id,
+            "good_output_tps_per_gpu": good, "good_output_tps_per_gpu_interval": scaled,
+            "joules_per_output_token": p.joules_per_output_token,
+            "cost_per_m_output_tokens": p.cost_per_m_output_tokens, "currency": p.currency,
+            "interval_basis": "goodput: the attainment's interval over the measured output rate; energy and cost: "
+                              "point figures (the rate's own interval is not claimed)"}
 
 
 @dataclass
@@ -107,7 +137,7 @@ class Search:
         hours = [p.gpu_hours for p in self.probes if p.gpu_hours is not None]
         joules = [p.energy_j for p in self.probes if p.energy_j is not None]
         return {"answer": last_pass, "bracket": [last_pass, first_fail], "why": why, "cliff": cliff,
-                "next": pending,
+                "next": pending, "at_answer": at_answer(by_c.get(last_pass)),
                 "gpu_hours_measured": sum(hours) if hours else None,
                 "energy_j": sum(joules) if self.probes and len(joules) == len(self.probes) else None,
                 "probes": [p.__dict__ for p in self.probes]}

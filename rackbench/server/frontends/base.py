@@ -32,6 +32,7 @@ class Frontend(ABC):
     api_entrypoint: ClassVar[str | None] = None  # its own API process, which takes frontend.args (None: the worker's)
     many_workers: ClassVar[bool] = True         # can it route over agg_workers > 1 independent workers
     worker_is_vllm_serve: ClassVar[bool] = False  # its worker is the cluster's runtime.vllm_serve argv
+    seed_framework: ClassVar[str | None] = None   # the seed system's FRAMEWORK label of a deployment it serves
 
     def installs(self, recipe: dict) -> dict[str, str]:
         """Versions the recipe's own install section pins for this frontend, as written (none by default)."""

@@ -25,6 +25,7 @@ from rackbench.tools import DYNAMO_ENV, in_folder
 
 class DynamoFrontend(Frontend):
     name = "dynamo"
+    seed_framework = "dynamo-vllm"
     worker_entrypoint = "dynamo.vllm"
     entrypoints = {"dynamo.vllm": "dynamo.vllm", "dynamo.frontend": "dynamo.frontend"}
     components = ("vllm", "dynamo")

@@ -11,6 +11,7 @@ from rackbench.server.readiness import listed_models, models_listed
 
 class VllmFrontend(Frontend):
     name = "vllm"
+    seed_framework = "vllm"
     worker_entrypoint = "vllm serve"
     entrypoints = {"vllm serve": "vllm"}
     components = ("vllm",)
