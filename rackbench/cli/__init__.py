@@ -8,11 +8,11 @@ import logging
 import os
 import sys
 
-from rackbench.cli import components, docs, history, jobs, recipes, rehearse, results
+from rackbench.cli import components, docs, history, jobs, plan, recipes, rehearse, results
 from rackbench.cli.base import run
 from rackbench.core.former_name import stale_environment
 
-COMMANDS = (*recipes.COMMANDS, *results.COMMANDS, *history.COMMANDS, *components.COMMANDS, *rehearse.COMMANDS,
+COMMANDS = (*recipes.COMMANDS, *plan.COMMANDS, *results.COMMANDS, *history.COMMANDS, *components.COMMANDS, *rehearse.COMMANDS,
             *jobs.COMMANDS, *docs.COMMANDS)
 
 

@@ -141,3 +141,18 @@ class Search:
                 "gpu_hours_measured": sum(hours) if hours else None,
                 "energy_j": sum(joules) if self.probes and len(joules) == len(self.probes) else None,
                 "probes": [p.__dict__ for p in self.probes]}
+
+
+def probe_counts(lo: int, hi: int, tolerance: float, max_probes: int) -> list[int]:
+    """How many probes the search takes for each place its boundary may lie (every concurrency of the range met up
+    to it, none above; and none met at all), by the rule's own decisions: the range of what a search costs before any
+    probe is run (pure)."""
+    counts = []
+    for boundary in range(lo - 1, hi + 1):
+        s = Search(lo, hi, tolerance, max_probes)
+        while (c := s.next()) is not None:
+            met = c <= boundary
+            s.add(Probe(c, "met" if met else "missed", 1.0 if met else 0.0, 1.0 if met else 0.0,
+                        1.0 if met else 0.0))
+        counts.append(len(s.probes))
+    return counts
