@@ -1,4 +1,4 @@
-"""Commands over a results folder: report, baseline, export."""
+"""Commands over a results folder: report, baseline, export, rank."""
 
 from __future__ import annotations
 
@@ -97,4 +97,36 @@ class ExportCommand(Command):
         return 0
 
 
-COMMANDS = (ReportCommand, BaselineCommand, ExportCommand)
+class RankCommand(Command):
+    name = "rank"
+    help = "rank deployments by what each serves per GPU within its SLO tier (their searches), or say why not"
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("results", nargs="+", help="results folders holding the searches (searches/*.json)")
+        parser.add_argument("--factor", choices=("deployment", "image"), default="deployment",
+                            help="what the arms may differ in (default: the deployment; image: the image too)")
+
+    def run(self, args) -> int:
+        from rackbench.core.format import interval, number
+        from rackbench.report.rank import load, ranking
+        arms = load([Path(r) for r in args.results], args.factor)
+        if len(arms) < 2:
+            print(f"rank: {len(arms)} search(es) in {', '.join(args.results)}: a ranking needs two or more",
+                  file=sys.stderr)
+            return 1
+        by = {a.profile: a for a in arms}
+        for t in ranking(arms):
+            print(f"tier {t['tier']}:")
+            for name in t["order"]:
+                a = by[name]
+                print(f"  {name}: " + (f"c{a.answer}, {number(a.good, 'rate')} good output tok/s per GPU "
+                                       f"{interval(a.low, a.high, 'rate')}" if a.good is not None else
+                                       "no load meeting the tier" if a.answer is None else f"c{a.answer}"))
+            for p in t["pairs"]:
+                said = (f"cannot rank: {'; '.join(p['why'])}" if p["verdict"] == "cannot rank" else
+                        f"{p['verdict']}: x{p['ratio']:.2f} [x{p['interval'][0]:.2f}, x{p['interval'][1]:.2f}] (at least 90%)")
+                print(f"  {p['a']} against {p['b']}: {said}")
+        return 0
+
+
+COMMANDS = (ReportCommand, BaselineCommand, ExportCommand, RankCommand)

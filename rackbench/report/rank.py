@@ -1,0 +1,113 @@
+"""A ranking of deployments by what each serves within one SLO tier, or an honest refusal: over the searches of one
+or more results folders, each deployment's answer (the highest load meeting the tier) and the good output tokens per
+second per GPU it serves there, with the attainment's interval (rackbench.results.search.at_answer). Per GPU is per
+cost on one cluster: the cheapest deployment per million tokens is the one that serves the most per GPU.
+
+A pair is ranked only where the two arms differ in the deployment alone: the same tier, model, GPU (the card each
+point ran on: rackbench.results.card), load (the trace's sessions, seed and shape) and, unless it is the factor
+being ranked, image; no answer point on a warm prefix cache or with a KV router that applied no KV event (the A/B's
+own reasons, rackbench.report.offload.void). Otherwise: "cannot rank", and why.
+
+The verdict of a ranked pair: the ratio of their goodputs with the interval the two attainment intervals bound
+(both hold together with at least 90% confidence, Bonferroni over two 95% intervals): ``better`` or ``worse`` where
+it excludes 1, ``within noise`` where it does not. The measured output rate is taken as it was measured: its
+run-to-run noise is not in the interval (docs/statistics.md#not-claimed).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from rackbench.core.results_folder import ResultsFolder
+from rackbench.report.files import stored_searches
+from rackbench.report.offload import void
+from rackbench.results.card import card
+from rackbench.results.files import read
+from rackbench.results.model import PointResult
+from rackbench.results.search import at_answer, probe_of
+
+FACTORS = ("deployment", "image")      # what a ranking may compare; the image only when named
+
+
+@dataclass(frozen=True)
+class Arm:
+    profile: str
+    tier: str
+    goal: str                   # the tier's limits and target, as text: arms of different goals never rank
+    answer: int | None
+    good: float | None          # good output tok/s per GPU at the answer
+    low: float | None
+    high: float | None
+    traits: tuple[tuple[str, object], ...]
+    void: tuple[str, ...] = ()
+
+
+def traits(r: PointResult, factor: str) -> dict[str, object]:
+    i = r.identity
+    out = {"model": i.model_repo, "GPU": i.card or card(r.machine.nodes if r.machine else []) or i.gpu_type,
+           "load (its trace: sessions, seed, shape)": i.load_fingerprint or i.dataset}
+    if factor != "image":
+        out["image"] = i.image
+    return out
+
+
+def arm(answer: dict, point: PointResult | None, factor: str = "deployment") -> Arm:
+    """One search's arm: its answer and, from the answer's point, what it serves there."""
+    goal = f"{json.dumps(answer.get('limits'), sort_keys=True)} at {answer.get('target')}"
+    if point is None:
+        return Arm(answer["profile"], answer["tier"], goal, answer.get("answer"), None, None, None, ())
+    at = at_answer(probe_of(point.identity.concurrency, point, answer["tier"], None)) or {}
+    low, high = at.get("good_output_tps_per_gpu_interval") or (None, None)
+    return Arm(answer["profile"], answer["tier"], goal, answer.get("answer"), at.get("good_output_tps_per_gpu"),
+               low, high, tuple(sorted(traits(point, factor).items())), tuple(void(point)))
+
+
+def pair(a: Arm, b: Arm) -> dict:
+    """``a`` against ``b``: better, worse, within noise, or cannot rank (with why)."""
+    why = []
+    if a.goal != b.goal:
+        why.append(f"their tiers differ ({a.goal} against {b.goal})")
+    for name, value in dict(a.traits).items():
+        other = dict(b.traits).get(name)
+        if other != value:
+            why.append(f"{name} differs ({value} against {other})")
+    why += [*a.void, *b.void]
+    for x in (a, b):
+        if x.answer is None:
+            why.append(f"{x.profile} has no load meeting the tier")
+        elif x.low is None or not x.high:
+            why.append(f"{x.profile}'s answer has no goodput interval")
+    out = {"a": a.profile, "b": b.profile}
+    if why:
+        return {**out, "verdict": "cannot rank", "why": why}
+    ratio, low, high = a.good / b.good, a.low / b.high, a.high / b.low
+    verdict = "better" if low > 1 else "worse" if high < 1 else "within noise"
+    return {**out, "verdict": verdict, "ratio": ratio, "interval": [low, high], "confidence": 0.90}
+
+
+def load(results: list[Path], factor: str = "deployment") -> list[Arm]:
+    """Every search of the folders, as arms (a profile searched in several folders named with its folder)."""
+    arms = []
+    for folder in results:
+        rf = ResultsFolder.at(folder)
+        for answer in stored_searches(rf.root):
+            point = None
+            if answer.get("answer") is not None:
+                pid = next((p["case_id"] for p in answer.get("probes", []) if p["concurrency"] == answer["answer"]),
+                           None)
+                point = read(rf.point(pid)) if pid and rf.point(pid).is_file() else None
+            arms.append((rf.root.name, arm(answer, point, factor)))
+    twice = {a.profile for _, a in arms if sum(b.profile == a.profile for _, b in arms) > 1}
+    return [replace(a, profile=f"{a.profile} ({where})") if a.profile in twice else a for where, a in arms]
+
+
+def ranking(arms: list[Arm]) -> list[dict]:
+    """Per tier name: the arms by what they serve (most first) and every pair's verdict."""
+    out = []
+    for tier in sorted({x.tier for x in arms}):
+        group = sorted((x for x in arms if x.tier == tier), key=lambda x: -(x.good or 0.0))
+        out.append({"tier": tier, "order": [x.profile for x in group],
+                    "pairs": [pair(a, b) for i, a in enumerate(group) for b in group[i + 1:]]})
+    return out
