@@ -61,3 +61,17 @@ def test_nothing_a_user_types_or_reads_carries_the_former_name():
             if re.search(FORMER, line, re.I) and "former name" not in line and "former_name" not in line:
                 found.append(f"{name}:{n}: {line.strip()[:100]}")
     assert found == []
+
+
+def test_a_generated_model_under_either_name_is_one_model_to_a_ranking():
+    """The generated models' ids carry the suite's name (servebench/llama-7b-random then, rackbench/... now): a
+    ranking of a new search against one recorded before the rename is not refused for its model."""
+    import json
+
+    from rackbench.report.rank import traits
+    from rackbench.results.model import parse
+    data = json.loads((DATA / "h100-7b-search/points/llama-7b-h200-vllm_search-c20.json").read_text())
+    old = parse(data)
+    assert old.identity.model_repo.startswith(FORMER + "/")
+    data["identity"]["model_repo"] = old.identity.model_repo.replace(FORMER, "rackbench")
+    assert traits(parse(data), "deployment") == traits(old, "deployment")

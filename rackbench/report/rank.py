@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from rackbench.core.former_name import as_named_before
 from rackbench.core.results_folder import ResultsFolder
 from rackbench.report.files import stored_searches
 from rackbench.report.offload import void
@@ -46,7 +47,8 @@ class Arm:
 
 def traits(r: PointResult, factor: str) -> dict[str, object]:
     i = r.identity
-    out = {"model": i.model_repo, "GPU": i.card or card(r.machine.nodes if r.machine else []) or i.gpu_type,
+    out = {"model": as_named_before(i.model_repo or i.model),      # a generated model's id under either name
+           "GPU": i.card or card(r.machine.nodes if r.machine else []) or i.gpu_type,
            "load (its trace: sessions, seed, shape)": i.load_fingerprint or i.dataset}
     if factor != "image":
         out["image"] = i.image
