@@ -149,10 +149,11 @@ def test_the_processs_environment_wins_over_the_images_inside_its_container(pyxi
     environment) and unsets what the recipe unsets inside the container."""
     import uuid
 
-    from rackbench.cluster.base import AllocationRequest
+    from rackbench.cluster.base import AllocationRequest, SchedulerOptions
     token = f"sbtest-env-{uuid.uuid4().hex[:8]}"
     monkeypatch.chdir(tmp_path)         # started from a folder the image does not have, as CI's checkout is
-    alloc = slurm.allocate(AllocationRequest(name=token, nodes=1, partition="debug", workdir=tmp_path,
+    alloc = slurm.allocate(AllocationRequest(name=token, nodes=1, scheduler=SchedulerOptions(partition="debug"),
+                                             workdir=tmp_path,
                                              container_image=str(SERVE), stop_grace_s=5), timeout=300)
     try:
         shown = alloc.launch(0, "env", ["sh", "-c", 'echo "${RACKBENCH_IMAGE-unset}|${FROM_RECIPE-}|$(pwd)"'],

@@ -221,7 +221,8 @@ def test_retarget_keeps_the_shape_and_runs_every_step_in_a_container(catalog):
     assert local.cluster.name == "gb200-local" and local.topology == prof.topology
     req = request_for(local, backend_for(local.cluster), "r", ResultsFolder.at("/tmp/x").profile(local.id),
                       root=str(REPO))
-    assert "cpus-per-task" not in req.directives and req.srun_options["container-remap-root"] == ""
+    assert "cpus-per-task" not in req.scheduler.directives
+    assert req.scheduler.step_options["container-remap-root"] == ""
     # the recipe's image as one imported file (slurm.images), never a registry name each step would pull
     assert req.container_image == "/var/lib/rackbench-slurm/images/serve.sqsh" and req.stop_grace_s == 60
     assert req.container_mounts[str(REPO / ".venvs")] == str(REPO / ".venvs")      # relative = the repo's

@@ -91,7 +91,8 @@ def pytest_configure(config):
     config.calls = []
 
 def pytest_rackbench_allocation_request(profile, request):
-    return dataclasses.replace(request, directives={**request.directives, "qos": "site-high"})
+    return dataclasses.replace(request, scheduler=dataclasses.replace(
+        request.scheduler, directives={**request.scheduler.directives, "qos": "site-high"}))
 
 def pytest_rackbench_result_fields(point, result):
     return {"site_rack": "r12", "gpus_seen": result.throughput.gpus}
@@ -113,7 +114,7 @@ def test_site_hooks_adjust_the_allocation_and_add_result_fields(suite, monkeypat
     (suite.path / "conftest.py").write_text(SITE_CONFTEST)
     (suite.path / "benchmarks/test_alloc.py").write_text(textwrap.dedent('''
         def test_request_seen(sb_point, sb_allocation):
-            assert sb_allocation.request.directives["qos"] == "site-high"
+            assert sb_allocation.request.scheduler.directives["qos"] == "site-high"
     '''))
     prof = next(p for p in Catalog.load(REPO / "recipes").profiles if p.id == "tiny-llama-cpu-vllm")
     prior = suite.path / "prior/points"

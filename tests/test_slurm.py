@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rackbench.cluster import AllocationRequest, ClusterError, ProcessDied
+from rackbench.cluster import AllocationRequest, ClusterError, ProcessDied, SchedulerOptions
 from rackbench.core.results_folder import ResultsFolder
 from tests.conftest import before_short_summary, edit, run_cli
 
@@ -79,7 +79,8 @@ def free_port_base(n=4) -> int:
 
 def test_four_nodes_one_process_each_on_distinct_ports(slurm, tmp_path):
     token = f"sbtest-{uuid.uuid4().hex[:8]}"
-    req = AllocationRequest(name=token, nodes=4, gpus_per_node=4, partition="debug", workdir=tmp_path)
+    req = AllocationRequest(name=token, nodes=4, gpus_per_node=4, scheduler=SchedulerOptions(partition="debug"),
+                            workdir=tmp_path)
     alloc = slurm.allocate(req, timeout=300)     # other tests may hold the nodes (-n 2)
     base = free_port_base()
     try:
@@ -350,7 +351,8 @@ def test_node_process_killed_mid_case_fails_the_case_naming_the_node(slurm_suite
 def test_recipe_values_stay_literal_in_the_job_script(slurm, tmp_path):
     token = f"sbtest-{uuid.uuid4().hex[:8]}"
     nasty = "x; rm -rf ~ $(touch /tmp/pwned-" + token + ") 'q\" `id`"
-    req = AllocationRequest(name=token, nodes=1, workdir=tmp_path, directives={"comment": nasty})
+    req = AllocationRequest(name=token, nodes=1, workdir=tmp_path,
+                            scheduler=SchedulerOptions(directives={"comment": nasty}))
     alloc = slurm.allocate(req, timeout=300)     # other tests may hold the nodes (-n 2)
     try:
         shown = subprocess.run(["scontrol", "show", "job", alloc.job_id], capture_output=True, text=True).stdout

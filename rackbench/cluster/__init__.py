@@ -5,7 +5,7 @@ through the ``rackbench.backends`` entry points: rackbench.core.entry_points).
 """
 
 from rackbench.cluster.base import (Allocation, AllocationRequest, Backend, ClusterError, NodeProcess, ProcessDied,
-                                     release_all)
+                                     SchedulerOptions, release_all)
 from rackbench.core import entry_points
 from rackbench.recipe.schema.cluster import ClusterSpec
 
@@ -16,4 +16,4 @@ def backend_for(cluster: ClusterSpec) -> Backend:
 
 
 __all__ = ["Allocation", "AllocationRequest", "Backend", "ClusterError", "NodeProcess", "ProcessDied",
-           "backend_for", "release_all"]
+           "SchedulerOptions", "backend_for", "release_all"]

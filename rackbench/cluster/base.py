@@ -2,8 +2,9 @@
 ``rackbench.backends`` entry points), and the process bookkeeping they share.
 
 What the rest of rackbench needs to know about where processes run is asked of the backend, never read out of
-the cluster file: whether the nodes are this machine (:attr:`Backend.shares_host`), whether processes run in a
-container image (:attr:`Backend.containers`), what is submitted (:meth:`Backend.job_script`).
+the cluster file: whether a scheduler holds the nodes (:attr:`Backend.scheduled`), whether processes run in a
+container image (:attr:`Backend.containers`), what is submitted (:meth:`Backend.job_script`); and of the
+allocation once held, whether its nodes are this machine (:attr:`Allocation.shares_host`).
 """
 
 from __future__ import annotations
@@ -35,15 +36,26 @@ ON_THE_NODE = "none"
 
 
 @dataclass(frozen=True)
+class SchedulerOptions:
+    """What only a batch scheduler reads (Slurm's, in rackbench.cluster.slurm and the srun line); a backend that
+    holds nodes without one (local, a site's) ignores it."""
+
+    partition: str | None = None
+    account: str | None = None
+    directives: dict[str, str] = field(default_factory=dict)    # extra #SBATCH --key=value
+    step_options: dict[str, str] = field(default_factory=dict)  # extra srun --key=value per process
+
+
+@dataclass(frozen=True)
 class AllocationRequest:
+    """What a profile needs held, in the suite's own terms: the nodes and GPUs, how long, the container its steps
+    run in, where its files go; a scheduler's own options apart (``scheduler``)."""
+
     name: str                      # job name, e.g. rackbench-<run>-<profile>
     nodes: int
     gpus_per_node: int = 0
-    partition: str | None = None
-    account: str | None = None
     time_limit: str | None = None
-    directives: dict[str, str] = field(default_factory=dict)   # extra #SBATCH --key=value
-    srun_options: dict[str, str] = field(default_factory=dict)  # extra srun --key=value per process
+    scheduler: SchedulerOptions = field(default_factory=SchedulerOptions)
     container_image: str | None = None                          # pyxis: run each process in this image
     container_mounts: dict[str, str] = field(default_factory=dict)
     container_writable: bool = False                            # a step installs into the image (pyxis --container-writable)
@@ -209,10 +221,9 @@ class Backend(ABC):
     def __init__(self, cluster: ClusterSpec | None = None):
         self.cluster = cluster
 
-    @property
-    def shares_host(self) -> bool:
-        """Every node is this machine: ports are probed here, a GPU host's devices are split among the nodes."""
-        return False
+    # A scheduler holds the nodes (a job is submitted, and queues); False: the backend starts the processes itself.
+    # Whether the nodes are this machine is the allocation's to say (Allocation.shares_host), once it has them.
+    scheduled: ClassVar[bool] = True
 
     @property
     def containers(self) -> bool:

@@ -49,10 +49,7 @@ class LocalAllocation(Allocation):
 
 class LocalBackend(Backend):
     name = "local"
-
-    @property
-    def shares_host(self) -> bool:
-        return True
+    scheduled = False
 
     def allocate(self, request: AllocationRequest, timeout: float = 0) -> Allocation:
         return LocalAllocation(request, [f"local{i}" for i in range(request.nodes)])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rackbench.cluster.base import AllocationRequest, Backend
+from rackbench.cluster.base import AllocationRequest, Backend, SchedulerOptions
 from rackbench.core.results_folder import ProfileFolder
 from rackbench.recipe.profile import Profile
 from rackbench.tools import FOLDER as TOOLS
@@ -76,11 +76,11 @@ def request_for(profile: Profile, backend: Backend, run_id: str, folder: Profile
         name=f"rackbench-{run_id}-{profile.name}" + (f"-{part}" if part is not None else ""),
         nodes=r.resources.total_nodes,
         gpus_per_node=r.resources.gpus_per_node,
-        partition=r.slurm.partition or cl.slurm.partition,
-        account=r.slurm.account or cl.slurm.account,
         time_limit=r.slurm.time_limit,
-        directives={k: v for k, v in r.sbatch_directives.items() if k not in cl.slurm.drop},
-        srun_options={k: v for k, v in r.srun_options.items() if k not in cl.slurm.drop},
+        scheduler=SchedulerOptions(
+            partition=r.slurm.partition or cl.slurm.partition, account=r.slurm.account or cl.slurm.account,
+            directives={k: v for k, v in r.sbatch_directives.items() if k not in cl.slurm.drop},
+            step_options={k: v for k, v in r.srun_options.items() if k not in cl.slurm.drop}),
         container_image=image_file(profile, r.model.container) if backend.containers else None,
         container_mounts=mounts,
         # the recipe's Dynamo install pip-installs into the image (srtctl's dynamo.install): its root must be writable

@@ -62,11 +62,12 @@ def sbatch_directives(req: AllocationRequest) -> list[str]:
     opts = {"job-name": req.name, "nodes": str(req.nodes), "ntasks-per-node": "1"}
     if req.gpus_per_node:
         opts["gpus-per-node"] = str(req.gpus_per_node)
-    for key, value in (("partition", req.partition), ("account", req.account), ("time", req.time_limit)):
+    for key, value in (("partition", req.scheduler.partition), ("account", req.scheduler.account),
+                       ("time", req.time_limit)):
         if value:
             opts[key] = value
     opts["output"] = str(ProfileFolder(req.workdir).job_log(req.name))
-    opts.update(req.directives)
+    opts.update(req.scheduler.directives)
     return [f"--{k}={v}" if v != "" else f"--{k}" for k, v in opts.items()]
 
 

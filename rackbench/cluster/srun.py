@@ -67,7 +67,7 @@ def srun_prefix(job_id: str, node: str, req: AllocationRequest, process: str = "
         names = sorted(k for k, v in (env or {}).items() if v is not None)
         if names:
             argv.append("--container-env=" + ",".join(names))
-    argv += [f"--{k}={v}" if v != "" else f"--{k}" for k, v in req.srun_options.items()]
+    argv += [f"--{k}={v}" if v != "" else f"--{k}" for k, v in req.scheduler.step_options.items()]
     return argv
 
 

@@ -50,7 +50,7 @@ def unavailable(profile: Profile, config: pytest.Config) -> str | None:
     backend = of(config).assembly(profile).backend
     if cl.kind == "gpu":
         if config.getoption("--cluster") != cl.name:
-            if backend.shares_host:
+            if not backend.scheduled:
                 return (f"needs cluster {cl.name} ({cl.nodes * cl.gpus_per_node} x {cl.gpu_type.upper()} GPU(s) on "
                         f"this machine, no scheduler); run on that machine with --cluster {cl.name}")
             return (f"needs cluster {cl.name} ({cl.gpus_per_node} x {cl.gpu_type.upper()} GPUs per node via "

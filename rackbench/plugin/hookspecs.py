@@ -19,7 +19,8 @@ def pytest_rackbench_allocation_request(profile, request):
     """Adjust the Slurm (or local) allocation of a profile before it is submitted.
 
     ``request`` is the :class:`rackbench.cluster.AllocationRequest` rackbench derived from the recipe and the
-    cluster; return a replacement (e.g. ``dataclasses.replace(request, directives={..., "qos": "high"})``) or
+    cluster; return a replacement (e.g. ``dataclasses.replace(request, scheduler=dataclasses.replace(
+    request.scheduler, directives={..., "qos": "high"}))``) or
     None to keep it. The first implementation that returns a request wins."""
 
 

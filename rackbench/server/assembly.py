@@ -52,11 +52,11 @@ class Assembly:
         partition's default applies (read from the scheduler; the recipe's own limit is the time-budget rule's)."""
         if req.time_limit or self.dry:
             return None
-        limit = self.backend.default_time_limit(req.partition)
+        limit = self.backend.default_time_limit(req.scheduler.partition)
         b = budget(self.profile)
         if limit is None or seconds(limit) is None or seconds(limit) >= b.held_s():
             return None
-        where = f"partition {req.partition}" if req.partition else "the default partition"
+        where = f"partition {req.scheduler.partition}" if req.scheduler.partition else "the default partition"
         return (f"the recipe names no time limit, so {where}'s default {limit} applies, and the allocation holds "
                 f"{b.describe()}: set slurm.time_limit to at least {clock(b.held_s())}")
 

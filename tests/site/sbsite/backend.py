@@ -34,10 +34,7 @@ class NodeDirAllocation(Allocation):
 class NodeDirBackend(Backend):
     name = "sitedir"
     options = NodeDirOptions
-
-    @property
-    def shares_host(self) -> bool:
-        return True
+    scheduled = False
 
     def allocate(self, request: AllocationRequest, timeout: float = 0) -> Allocation:
         return NodeDirAllocation(request, [f"site{i}" for i in range(request.nodes)])
