@@ -28,6 +28,7 @@ from rackbench.core.files import write_json
 from rackbench.core.results_folder import ExportFolder, ResultsFolder
 from rackbench.results import requests as request_file
 from rackbench.results.model import PointResult
+from rackbench.results.slo import tpot_ms
 
 DECIMALS = 5
 
@@ -54,13 +55,6 @@ def stats(values: list[float]) -> dict[str, float]:
             "p95": float(pct[3]), "std": statistics.pstdev(values) if len(values) > 1 else 0.0}
 
 
-def itl_s(q) -> float | None:
-    """AIPerf's inter-token latency of one request, in seconds."""
-    if q.latency_ms is None or q.ttft_ms is None or not q.output_tokens or q.output_tokens <= 1:
-        return None
-    return (q.latency_ms - q.ttft_ms) / (q.output_tokens - 1) / 1000.0
-
-
 def qps(ends: list[float]) -> dict:
     ends = sorted(ends)
     if len(ends) < 2 or ends[-1] <= ends[0]:
@@ -74,7 +68,7 @@ def qps(ends: list[float]) -> dict:
 
 
 def request_metrics(good: list, gpus: int) -> dict:
-    itls = [x for x in (itl_s(q) for q in good) if x is not None and x > 0]
+    itls = [x / 1000.0 for x in (tpot_ms(q) for q in good) if x is not None and x > 0]
     itl = stats(itls)
     intvty = {k: 1.0 / v for k, v in itl.items() if k != "std" and v > 0}
     if itls:

@@ -248,8 +248,8 @@ def series_block(m: Measurement) -> dict | None:
 def evidence_block(profiled: list) -> dict:
     """TTFT, end-to-end and inter-token p99 of the successful profiled requests, each with its upper bound."""
     ok = [r for r in profiled if r.ok]
-    timed = [r for r in ok if r.latency_ms is not None and r.ttft_ms is not None and (r.output_tokens or 0) > 1]
-    itl = [(r.latency_ms - r.ttft_ms) / (r.output_tokens - 1) for r in timed]
+    timed = [r for r in ok if slo.tpot_ms(r) is not None]
+    itl = [slo.tpot_ms(r) for r in timed]
     return {"ttft_p99_ms": quantile([r.ttft_ms for r in ok], [r.start_s for r in ok]),
             "e2e_p99_ms": quantile([r.latency_ms for r in ok], [r.start_s for r in ok]),
             "itl_p99_ms": quantile(itl, [r.start_s for r in timed])}
