@@ -30,6 +30,8 @@ evidence; it is printed as such. CPU and wall time of the scoring itself are pri
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import random
 import statistics
 import sys
@@ -85,10 +87,16 @@ def wrong(answer: int | None, truths: dict[int, float], target: float, zone: flo
     return high, low
 
 
+@functools.lru_cache(maxsize=None)
+def recorded(rec: Path) -> tuple[GridPoint, ...]:
+    """One recording's points with their requests, read once however many tiers and rules score them."""
+    return tuple(grid([rec], "search", TIERS["search"]))
+
+
 def score(folder: Path, name: str, tier: SloTier, rule: StopRule, cap_s: float, zone: float) -> list[Scored]:
     out = []
     for rec in sorted(folder.glob("r-rep*")):
-        points = grid([rec], name, tier)
+        points = [dataclasses.replace(p, tier=tier) for p in recorded(rec)]
         (answer, _), gpu_s, _ = search(points, name, rule, cap_s, TOLERANCE, random.Random(0), MAX_PROBES,
                                        at_start=True, startup_s=lambda p: p.startup_s)
         truths = {p.concurrency: truth(p, name, tier, cap_s) for p in points}
