@@ -283,3 +283,16 @@ def test_no_answer_carries_no_cost():
     s = Search(4, 64, 0.25, 6)
     s.add(Probe(4, "missed", 0.5, 0.4, 0.6, "c4", good_output_tps_per_gpu=10.0))
     assert s.answer()["answer"] is None and s.answer()["at_answer"] is None
+
+
+def test_report_md_says_what_serving_at_the_answer_costs():
+    answer = {"profile": "p", "tier": "t", "limits": {"ttft_ms": 1000.0}, "target": 0.9, "relative": None,
+              "bracket": [8, 16], "why": "bracketed", "cliff": None, "next": None, "probes": [],
+              "at_answer": {"concurrency": 8, "good_output_tps_per_gpu": 100.0,
+                            "good_output_tps_per_gpu_interval": [90.0, 110.0], "joules_per_output_token": 0.5,
+                            "cost_per_m_output_tokens": 1.25, "currency": "USD"}}
+    text = searches_section([answer], {})
+    assert "At c8 it serves 100.0 good output tok/s per GPU [90.0, 110.0], 0.5 J per output token" in text
+    assert "USD per million output tokens" in text
+    answer["at_answer"] = None
+    assert "At c8" not in searches_section([answer], {})

@@ -56,8 +56,8 @@ def searches_section(answers: list[dict], plot_names: dict[str, str], held: dict
             if at.get("joules_per_output_token") is not None:
                 said.append(f"{number(at['joules_per_output_token'], 'rate')} J per output token")
             if at.get("cost_per_m_output_tokens") is not None:
-                said.append(f"{number(at['cost_per_m_output_tokens'], 'rate')} {at.get('currency') or ''} per "
-                            "million output tokens".replace("  ", " "))
+                money = " ".join(filter(None, [number(at["cost_per_m_output_tokens"], "rate"), at.get("currency")]))
+                said.append(f"{money} per million output tokens")
             notes.append(", ".join(said) + " (energy and cost without an interval: the rate's is not claimed).")
         h = (held or {}).get(a["profile"])
         if h is not None:
