@@ -125,7 +125,10 @@ def test_the_host_sampler_finds_the_points_processes_by_their_token_and_reads_th
     and a process of another deployment, which is not counted."""
     import signal
     token = f"sbtest-{os.getpid()}"
-    spin = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'while True: pass'], env={})"
+    # the busy child retitles itself once it runs (vLLM's spawned engine core: python -c, then VLLM::EngineCore); an
+    # exec with a new argv[0] does what setproctitle does to /proc/PID/cmdline, on the same pid
+    retitle = "import os, sys, time; time.sleep(1.5); os.execv(sys.executable, ['Spin::Core', '-c', 'while True: pass'])"
+    spin = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {retitle!r}], env={{}})"
     env = dict(os.environ)
     procs = [subprocess.Popen([sys.executable, "-c", spin], env={**env, "RACKBENCH_DEPLOYMENT": token},
                               start_new_session=True),
@@ -142,7 +145,8 @@ def test_the_host_sampler_finds_the_points_processes_by_their_token_and_reads_th
             # sampler's own start took over a second (CI, 2026-12-06), so a fixed sleep left it no sample at all
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and sum(
-                    len(s.get("procs", {})) >= 3 for s in json_lines(log) if "t" in s) < 5:
+                    len(s.get("procs", {})) >= 3 and any(n == "Spin::Core" for n, _, _ in s["procs"].values())
+                    for s in json_lines(log) if "t" in s) < 5:
                 time.sleep(0.2)
             sampler.terminate()
             sampler.wait(timeout=10)
@@ -157,6 +161,9 @@ def test_the_host_sampler_finds_the_points_processes_by_their_token_and_reads_th
     # beside installs and other tests on 2 cores, where a spinning process may get a small share of a core)
     busy = max(got["processes"], key=lambda p: p["cores_mean"])
     assert busy["role"] == "server" and busy["pid"] not in {p.pid for p in procs} and busy["cores_mean"] > 0.05
+    # named by its title, though first seen under its spawn name (the CI run of 2026-12-06 kept "python -c")
+    names = [s["procs"][str(busy["pid"])][0] for s in json_lines(log) if str(busy["pid"]) in s.get("procs", {})]
+    assert busy["name"] == "Spin::Core" and names[0] == "python -c" and names[-1] == "Spin::Core", names
     assert all(p["cores_mean"] < busy["cores_mean"] / 3 for p in got["processes"] if p is not busy), got["processes"]
     assert got["hottest"]["cores"] == busy["cores_mean"], got["hottest"]
     assert got["nodes"][0]["samples"] >= 3 and json.loads(log.read_text().splitlines()[0])["hz"] > 0

@@ -77,6 +77,8 @@ def main() -> None:
             if pid not in known:
                 role = role_of(pid, token, roles) or (known.get(stats[pid][0]) or (None,))[0]
                 known[pid] = (role, name_of(pid)) if role else None
+            elif known[pid] is not None:      # named again: a spawned engine core retitles itself after it is first seen
+                known[pid] = (known[pid][0], name_of(pid))
         procs = {pid: [known[pid][1], known[pid][0], stats[pid][1]] for pid in stats if known.get(pid)}
         print(json.dumps({"t": time.time(), "load": os.getloadavg()[0], "mhz": mhz(), "procs": procs}), flush=True)
         time.sleep(interval)
