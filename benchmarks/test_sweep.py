@@ -22,3 +22,15 @@ def test_search(sb_search_case, sb_profile, sb_search):
     assert floor is None or (sb_search["answer"] or 0) >= floor, (
         f"{sb_search_case}: the answer is {sb_search['answer'] or 'no concurrency'} in {sb_search['range']} meeting "
         f"tier {sb_search['tier']}, below search.at_least c{floor}: {sb_search['why']}")
+
+
+def test_rank(sb_ranking):
+    """One ranking (recipes/rankings/): its arms' searches, run before it in this session, ranked per GPU for its
+    tier with a verdict per pair; "cannot rank" names why. Fails when an arm stored no search (the fixture says
+    which), or when a ranked pair has no interval or a refused pair no reason."""
+    for p in sb_ranking["pairs"]:
+        assert p["verdict"] in ("better", "worse", "within noise", "cannot rank"), p
+        assert (p["verdict"] == "cannot rank") == ("interval" not in p), p
+        assert p["verdict"] != "cannot rank" or p["why"], p
+    assert sorted(sb_ranking["order"]) == sorted(sb_ranking["arms"]), (
+        f"{sb_ranking['ranking']}: arms without a search answer in the ranking: {sb_ranking['order']}")

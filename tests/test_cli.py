@@ -202,7 +202,7 @@ def test_importing_the_cli_touches_no_file(monkeypatch):
         monkeypatch.setattr(Path, name, lambda self, *a, _real=real, _n=name, **k: looked.append(f"{_n} {self}")
                             or _real(self, *a, **k))
     monkeypatch.setattr(os, "listdir", lambda *a: looked.append(f"listdir {a}") or [])
-    for module in ("rackbench.cli.history", "rackbench.cli.results", "rackbench.cli.recipes",
+    for module in ("rackbench.cli.history", "rackbench.cli.results", "rackbench.cli.recipes", "rackbench.cli.render",
                    "rackbench.cli.components", "rackbench.cli.jobs", "rackbench.cli.docs"):
         importlib.reload(importlib.import_module(module))
     importlib.reload(cli)

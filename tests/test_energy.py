@@ -9,7 +9,7 @@ from rackbench.core.errors import ConfigError
 from rackbench.load.aiperf import records as aiperf_records
 from rackbench.recipe.schema.cluster import Cost
 from rackbench.report.summary import properties
-from rackbench.results.build import window_of
+from rackbench.results.window import window_of
 from rackbench.results.energy import block, window_energy
 from rackbench.server.machine import power_samples, read_samples
 from tests.conftest import REPO, by_id, edit, recorded

@@ -68,10 +68,17 @@ def test_a_generated_model_under_either_name_is_one_model_to_a_ranking():
     ranking of a new search against one recorded before the rename is not refused for its model."""
     import json
 
-    from rackbench.report.rank import traits
+    from rackbench.report.rank import Arm, pair, traits
     from rackbench.results.model import parse
     data = json.loads((DATA / "h100-7b-search/points/llama-7b-h200-vllm_search-c20.json").read_text())
     old = parse(data)
     assert old.identity.model_repo.startswith(FORMER + "/")
     data["identity"]["model_repo"] = old.identity.model_repo.replace(FORMER, "rackbench")
-    assert traits(parse(data), "deployment") == traits(old, "deployment")
+    arms = [Arm(name, "t", "g", 20, 880.0, 816.0, 889.0, tuple(sorted(traits(r, "deployment").items())))
+            for name, r in (("new", parse(data)), ("old", old))]
+    assert dict(arms[0].traits)["model"].startswith("rackbench/")      # shown as each point says it
+    assert pair(*arms)["verdict"] == "within noise", pair(*arms)
+    data["identity"]["model_repo"] = "rackbench/llama-70b-random"
+    other = Arm("70b", "t", "g", 20, 880.0, 816.0, 889.0, tuple(sorted(traits(parse(data), "deployment").items())))
+    assert pair(arms[1], other)["why"] == [f"model differs ({old.identity.model_repo} against "
+                                           "rackbench/llama-70b-random)"]

@@ -5,7 +5,7 @@ stored mean said 519 W, and a point running at 82% utilisation in its window was
 from types import SimpleNamespace
 
 from rackbench.results.bound import queue
-from rackbench.results.build import telemetry_block
+from rackbench.results.window import telemetry_block
 from rackbench.server.machine import summarize
 
 T0 = 1_800_000_000.0

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from rackbench.catalog.loader import Catalog
-from rackbench.cli.plan import estimate
+from rackbench.report.plan import estimate
 from rackbench.results.search import probe_counts
 from tests.conftest import REPO, run_cli
 
@@ -34,3 +34,15 @@ def test_the_plan_command_prices_the_seeds_profiles_before_any_node_is_held():
     assert done.returncode == 0, done.stderr
     assert "kimi-k3-gb200-tp: grid of 4 point(s), 16 GPU(s)" in done.stdout
     assert "kimi-k3-gb200-dep_offload_search: search, 1-6 probes" in done.stdout and "model load ~" in done.stdout
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`rackbench plan | head -1`: the pipe closes after one line; the command ends quietly (it printed a
+    BrokenPipeError traceback)."""
+    import shlex
+    import subprocess
+    import sys
+    done = subprocess.run(f"set -o pipefail; {shlex.quote(sys.executable)} -m rackbench plan | head -1", shell=True, cwd=REPO,
+                          capture_output=True, text=True, executable="/bin/bash", timeout=120)
+    assert done.returncode == 0 and done.stdout.count("\n") == 1, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr

@@ -28,8 +28,11 @@ def test_four_profiles_eighteen_points(catalog):
 
 def test_local_profiles_mirror_the_gb200_stack(catalog):
     local = {p.name: p for p in catalog.profiles if p.cluster.name == "local-cpu"}
-    assert sorted(local) == ["dynamo", "dynamo_offload", "vllm", "vllm_search"]
+    assert sorted(local) == ["dynamo", "dynamo_offload", "dynamo_rank", "vllm", "vllm_rank", "vllm_search"]
     assert local["dynamo"].recipe.frontend.type == "dynamo" and local["vllm"].recipe.frontend.type == "vllm"
+    # the ranking's arms: the same engine and load, the frontend the one difference
+    assert local["dynamo_rank"].recipe.frontend.type == "dynamo" and local["vllm_rank"].recipe.frontend.type == "vllm"
+    assert local["dynamo_rank"].load_fingerprint == local["vllm_rank"].load_fingerprint
     assert local["dynamo_offload"].offload and not local["dynamo"].offload
 
 

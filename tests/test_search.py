@@ -68,8 +68,9 @@ def test_an_unresolved_probe_is_not_met_and_a_steep_fall_is_a_cliff():
 @pytest.mark.catalog("kimi-k3", "h200-7b", "local")
 def test_a_search_profile_is_one_case_and_no_grid_points(recipes):
     cat = Catalog.load(recipes)
-    assert sorted(p.id for p in searches(cat)) == ["kimi-k3-gb200-dep_offload_search", "llama-7b-h200-vllm_search",
-                                                   "tiny-llama-cpu-vllm_search"]
+    assert sorted(p.id for p in searches(cat)) == [
+        *(f"kimi-k3-gb200-{n}_search" for n in ("dep_offload", "dep", "tep", "tp")), "llama-7b-h200-vllm_search",
+        "tiny-llama-cpu-dynamo_rank", "tiny-llama-cpu-vllm_rank", "tiny-llama-cpu-vllm_search"]
     prof = next(p for p in searches(cat) if p.id == "tiny-llama-cpu-vllm_search")
     assert not [pt for pt in points(cat) if pt.profile.spec.search is not None]
     assert prof.spec.search.tier == "search" and prof.fingerprint != next(
@@ -88,7 +89,10 @@ def test_a_search_runs_only_when_named_so_selecting_a_profile_never_starts_its_s
         got[" ".join(args)] = sorted(ln.split("[", 1)[1].rstrip("]") for ln in res.outlines if "::test_" in ln)
     assert got["-m gb200 -k dep_offload"] == [f"kimi-k3-gb200-dep_offload-c{c}" for c in (128, 192, 256, 384)]
     assert got["-m gb200 -k dep_offload_search"] == ["kimi-k3-gb200-dep_offload_search-search"]
-    assert "tiny-llama-cpu-vllm_search-search" in got["-m local or search"] and len(got["-m local or search"]) == 11
+    # every search (4 GB200 arms, the H200 one, the local one and the local ranking's two arms) and the 8 local
+    # points; no ranking case: `rank` is not named
+    assert "tiny-llama-cpu-vllm_search-search" in got["-m local or search"] and len(got["-m local or search"]) == 16
+    assert not [c for c in got["-m local or search"] if c.endswith("-rank")]
 
 
 @pytest.mark.parametrize("body, said", [
@@ -108,7 +112,8 @@ def test_a_search_without_its_tier_or_its_range_is_refused_naming_the_file(recip
 @pytest.mark.catalog("kimi-k3")
 def test_a_search_that_cannot_finish_in_its_job_is_refused_before_any_gpu_hour(recipes):
     """Its probes share one allocation and cannot be split over several, as a grid's points can (allocations: fit)."""
-    edit(recipes / "kimi-k3/gb200/dep_offload_search.yaml", "max_probes: 6", "max_probes: 12")
+    edit(recipes / "kimi-k3/gb200/dep_offload_search.yaml", "  concurrency: [32, 384]\n",
+         "  concurrency: [32, 384]\n  search: {tier: interactive, tolerance: 0.25, max_probes: 12}\n")
     _, problems = Catalog.read(recipes)
     said = [str(p) for p in problems if "search's worst case" in str(p)]
     assert len(said) == 1 and "12 probe(s)" in said[0] and "lower profile.search.max_probes" in said[0], said

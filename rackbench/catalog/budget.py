@@ -8,9 +8,10 @@ not fit is refused before anything is allocated; with ``profile.allocations: fit
 allocations as the limit needs, each of them holding consecutive points.
 
 What it assumes: the model load is the checkpoint read at the cluster's ``runtime.model_load_gib_per_s`` by every
-node in parallel (each reads its share), plus ``runtime.startup_s`` (engine start, graph capture); the first point
-also waits for the load generator's dataset configuration (``load.dataset_timeout_s``, the seed's 1800 s). Without a
-load rate the load is not counted and a note says so.
+node in parallel (each reads its share), plus ``runtime.startup_s`` (engine start, graph capture; alone where the
+model declares no checkpoint size or the cluster no load rate, if the cluster file sets it); the first point
+also waits for the load generator's dataset configuration (``load.dataset_timeout_s``, the seed's 1800 s). With neither a
+load rate nor a start-up time the load is not counted and a note says so.
 """
 
 from __future__ import annotations
@@ -118,8 +119,9 @@ def budget(p: Profile) -> Budget:
     load, rt = p.spec.load, p.cluster.runtime
     ckpt = p.model.checkpoint_bytes.value if p.model is not None and p.model.checkpoint_bytes is not None else None
     nodes = max(1, p.topology.nodes)
-    load_s = (ckpt / nodes / (rt.model_load_gib_per_s * GIB) + rt.startup_s) \
-        if ckpt is not None and rt.model_load_gib_per_s else None
+    read = ckpt is not None and rt.model_load_gib_per_s is not None
+    load_s = ((ckpt / nodes / (rt.model_load_gib_per_s * GIB) if read else 0.0) + rt.startup_s) \
+        if read or "startup_s" in rt.model_fields_set else None
     point = load.duration_s + load.warmup_grace_s + STOP_MARGIN_S
     release = RELEASE_TIERS * (p.spec.stop_grace_s + KILL_WAIT_S)
     return Budget(seconds(p.recipe.slurm.time_limit), load_s, float(load.dataset_timeout_s or 0), float(point),

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterable
 
 from rackbench.catalog.clusters import load_clusters
+from rackbench.catalog.rankings import FOLDER as RANKINGS, Ranking, load_rankings
 from rackbench.core import yamlio
 from rackbench.core.errors import ConfigError, Problem
 from rackbench.recipe.layering import (Layer, Layered, Origins, is_profile, load_named, parse_file,
@@ -90,6 +91,7 @@ class Catalog:
     models: dict = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)      # recipe file -> why rackbench does not run it
     declared: CatalogSpec = CatalogSpec()
+    rankings: list[Ranking] = field(default_factory=list)
 
     @classmethod
     def load(cls, root: Path | str, skip_rules: Iterable[str] = ()) -> "Catalog":
@@ -127,7 +129,7 @@ class Catalog:
         file_problems: dict[str, list[Problem]] = {}
         for path in sorted(root.rglob("*.yaml")):
             rel = path.relative_to(root).parts
-            if rel[0] in ("clusters", "models", "presets") or path.name.startswith("_") or rel == (CATALOG_FILE,):
+            if rel[0] in ("clusters", "models", "presets", RANKINGS) or path.name.startswith("_") or rel == (CATALOG_FILE,):
                 continue  # cluster/model descriptions; presets and "_" files are partial layers used via extends
             try:
                 if str(path) not in docs:
@@ -157,13 +159,15 @@ class Catalog:
             seen[prof.id] = prof.file
         if not profiles and not skipped and not problems:
             problems.append(Problem(str(root), "", "no profile in this recipes folder (no recipe file outside "
-                                    "clusters/, models/, presets/ and _-prefixed layers)",
+                                    "clusters/, models/, presets/, rankings/ and _-prefixed layers)",
                                     "give --recipes the folder with your recipes (default: recipes/ of the "
                                     "checkout), or add a recipe with a profile: section"))
         # A broken shared base breaks every profile on it: said once. A profile on a cluster whose file is broken
         # is left out (it was checked against what of that file parsed).
         valid = [p for p in profiles if p.cluster.name in clusters]
-        return cls(root, clusters, valid, bases, models, skipped, declared), list(dict.fromkeys(problems))
+        rankings = load_rankings(root, valid, problems)
+        return (cls(root, clusters, valid, bases, models, skipped, declared, rankings),
+                list(dict.fromkeys(problems)))
 
     def notes(self) -> list[str]:
         """What the catalog holds but rackbench does not run, and flags judged by another version's table."""
@@ -181,6 +185,9 @@ class Catalog:
             out += [f"{prof.id}: rule {rule} waived: {why}" for rule, why in prof.spec.waive.items()]
             out += [f"{prof.id}: {note}" for note in harness_notes(prof)]
         return out
+
+    def ranking(self, name: str) -> Ranking | None:
+        return next((r for r in self.rankings if r.name == name), None)
 
     def find(self, key: str) -> list[Profile]:
         """Profiles matching a profile id, a profile name, a case id, or a file path."""

@@ -8,11 +8,11 @@ import logging
 import os
 import sys
 
-from rackbench.cli import components, docs, history, jobs, plan, recipes, rehearse, results
+from rackbench.cli import components, docs, history, jobs, plan, recipes, rehearse, render, results
 from rackbench.cli.base import run
 from rackbench.core.former_name import stale_environment
 
-COMMANDS = (*recipes.COMMANDS, *plan.COMMANDS, *results.COMMANDS, *history.COMMANDS, *components.COMMANDS, *rehearse.COMMANDS,
+COMMANDS = (*recipes.COMMANDS, *render.COMMANDS, *plan.COMMANDS, *results.COMMANDS, *history.COMMANDS, *components.COMMANDS, *rehearse.COMMANDS,
             *jobs.COMMANDS, *docs.COMMANDS)
 
 
@@ -29,7 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     for line in stale_environment(os.environ):
         logging.getLogger("rackbench").warning("%s", line)
-    return run(args.command, args)
+    try:
+        return run(args.command, args)
+    except BrokenPipeError:          # `rackbench plan | head`: the reader left; nothing more to say, and no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -99,6 +99,12 @@ def profile_keys_table() -> str:
     return keys_table(ProfileSection)
 
 
+def ranking_keys_table() -> str:
+    """Every key of a ranking file (recipes/rankings/<name>.yaml: recipe.schema.ranking.RankingSpec)."""
+    from rackbench.recipe.schema.ranking import RankingSpec
+    return keys_table(RankingSpec)
+
+
 def aiperf_options_table() -> str:
     """Every option of a point's `aiperf profile` command and where it comes from (load.aiperf.command.OPTIONS)."""
     from rackbench.load.aiperf.command import OPTIONS
@@ -143,6 +149,7 @@ TABLES: dict[str, tuple[str, Callable[[], str]]] = {
     "checks": ("results.md", checks_table),
     "cluster-keys": ("clusters.md", cluster_keys_table),
     "profile-keys": ("recipes.md", profile_keys_table),
+    "ranking-keys": ("results.md", ranking_keys_table),
     "module-map": ("architecture.md", module_map_table),
 }
 

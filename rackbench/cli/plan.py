@@ -1,63 +1,30 @@
-"""`rackbench plan PROFILE...`: what a grid or a search will cost in GPU-hours before any node is held (the queue
-left out), from the recipe alone: the model load the cluster file declares, each point's or probe's run (its
-duration, or from its first look where its rule may stop it early, plus a warm-up of up to its grace) and, for a
-search, how many probes its rule takes wherever the boundary lies (rackbench.results.search.probe_counts); with the
-bound if every timeout of the suite is reached (rackbench.catalog.budget)."""
+"""`rackbench plan PROFILE...|RANKING...`: what a grid, a search or a ranking will cost in GPU-hours before any node
+is held (rackbench.report.plan)."""
 
 from __future__ import annotations
 
-import statistics
+from rackbench.cli.base import Command, Option
 
-from rackbench.cli.base import PROFILES, Command
-
-
-def estimate(p) -> dict:
-    """A profile's GPU-hours: expected (low, median, high) and at most. A point or probe runs its duration, or from its
-    first look where a rule may stop it early, after a warm-up of up to its grace; a search takes as many probes as
-    its rule needs wherever the boundary lies."""
-    from rackbench.catalog.budget import budget
-    from rackbench.results.search import probe_counts
-    b, gpus, load = budget(p), p.topology.gpus, p.spec.load
-    if p.spec.search is not None:
-        spec = p.spec.search
-        counts = probe_counts(min(p.spec.concurrency), max(p.spec.concurrency), spec.tolerance, spec.max_probes)
-        points = (min(counts), int(statistics.median(counts)), max(counts))
-    else:
-        points = (len(p.spec.concurrency),) * 3
-    early = load.stop.mode != "fixed" and load.stop.min_s < load.duration_s
-    shortest = load.stop.min_s if early else float(load.duration_s)
-    longest = float(load.duration_s + load.warmup_grace_s)
-    each = (shortest, (shortest + longest) / 2, longest)
-    hours = [gpus * ((b.load_s or 0.0) + n * t) / 3600 for n, t in zip(points, each)]
-    return {"profile": p.id, "kind": "search" if p.spec.search is not None else "grid", "gpus": gpus,
-            "points": points, "each_s": each, "gpu_hours": hours,
-            "gpu_hours_at_most": gpus * b.bound_s(points[2]) / 3600, "load_s": b.load_s}
-
-
-def lines(e: dict) -> list[str]:
-    lo, mid, hi = e["points"]
-    h_lo, h_mid, h_hi = e["gpu_hours"]
-    what = (f"search, {lo}-{hi} probes wherever its boundary lies (median {mid})" if e["kind"] == "search"
-            else f"grid of {lo} point(s)")
-    span = f"{h_lo:.2f}" if h_lo == h_hi else f"{h_lo:.2f}-{h_hi:.2f} (median {h_mid:.2f})"
-    load = (f"model load ~{e['load_s'] / 60:.0f} min" if e["load_s"] is not None else
-            "model load not counted: the cluster file declares no runtime.model_load_gib_per_s")
-    short, _, long_ = e["each_s"]
-    each = f"{short / 60:.1f}" if short == long_ else f"{short / 60:.1f}-{long_ / 60:.1f}"
-    return [f"{e['profile']}: {what}, {e['gpus']} GPU(s)",
-            f"  GPU-hours {span}: {load}; each point or probe {each} min (its run, and a warm-up up to its grace)",
-            f"  at most {e['gpu_hours_at_most']:.2f} if every timeout is reached; the queue is not counted"]
+TARGETS = Option(("targets",), {"nargs": "*", "help": "profile ids or names, case ids, recipe files or rankings "
+                                                      "(recipes/rankings/; default: every profile)"})
 
 
 class PlanCommand(Command):
     name = "plan"
-    help = "the GPU-hours a grid or a search will take, from the recipe, before any node is held"
-    options = (PROFILES,)
+    help = "the GPU-hours a grid, a search or a ranking will take, from the recipe, before any node is held"
+    options = (TARGETS,)
 
     def run(self, args) -> int:
         from rackbench.cli.recipes import catalog, many
-        for p in many(catalog(args), args.targets):
-            print("\n".join(lines(estimate(p))))
+        from rackbench.report.plan import estimate, lines, ranking_lines
+        cat = catalog(args)
+        for target in args.targets or [None]:
+            ranking = cat.ranking(target) if target else None
+            if ranking is not None:
+                print("\n".join(ranking_lines(ranking.name, [estimate(p) for p in ranking.arms])))
+                continue
+            for p in many(cat, [target] if target else []):
+                print("\n".join(lines(estimate(p))))
         return 0
 
 

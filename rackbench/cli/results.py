@@ -7,7 +7,8 @@ import tempfile
 from pathlib import Path
 
 from rackbench.cli.base import CHANGELOG, HISTORY, Command
-from rackbench.core.results_folder import ReportFolder, ResultsFolder
+from rackbench.core.report_folder import ReportFolder
+from rackbench.core.results_folder import ResultsFolder
 
 
 class ReportCommand(Command):
@@ -107,25 +108,13 @@ class RankCommand(Command):
                             help="what the arms may differ in (default: the deployment; image: the image too)")
 
     def run(self, args) -> int:
-        from rackbench.core.format import interval, number
-        from rackbench.report.rank import load, ranking
+        from rackbench.report.rank import load, ranking, text
         arms = load([Path(r) for r in args.results], args.factor)
         if len(arms) < 2:
             print(f"rank: {len(arms)} search(es) in {', '.join(args.results)}: a ranking needs two or more",
                   file=sys.stderr)
             return 1
-        by = {a.profile: a for a in arms}
-        for t in ranking(arms):
-            print(f"tier {t['tier']}:")
-            for name in t["order"]:
-                a = by[name]
-                print(f"  {name}: " + (f"c{a.answer}, {number(a.good, 'rate')} good output tok/s per GPU "
-                                       f"{interval(a.low, a.high, 'rate')}" if a.good is not None else
-                                       "no load meeting the tier" if a.answer is None else f"c{a.answer}"))
-            for p in t["pairs"]:
-                said = (f"cannot rank: {'; '.join(p['why'])}" if p["verdict"] == "cannot rank" else
-                        f"{p['verdict']}: x{p['ratio']:.2f} [x{p['interval'][0]:.2f}, x{p['interval'][1]:.2f}] (at least 90%)")
-                print(f"  {p['a']} against {p['b']}: {said}")
+        print("\n".join(text(arms, ranking(arms))))
         return 0
 
 

@@ -9,7 +9,8 @@
       runs/<run id>/                    one pytest session's files; no two sessions share one
         points/<case>.json              every point's result: what reports, baselines and the history read
         summary.md  manifest.json  manifest.<worker>.json
-        report/                         report.md, points.csv, plots, report.html
+        searches/<profile>.json         a search's answer and probes; rankings/<name>.json: a ranking of them
+        report/                         report.md, points.csv, plots, report.html (rackbench.core.report_folder)
         <profile>/                      one profile's allocation
           logs/<process>.log            every node process (infra, frontend, workers, preflight, client);
                                         logs-<part>/ per allocation when the profile's points are split
@@ -221,6 +222,14 @@ class ResultsFolder:
         return self.searches / f"{name(profile_id, 'profile id')}.json"
 
     @property
+    def rankings(self) -> Path:
+        return self.root / "rankings"
+
+    def ranking(self, ranking: str) -> Path:
+        """A ranking of the session's searches (recipes/rankings/): its order, verdicts and plan."""
+        return self.rankings / f"{name(ranking, 'ranking name')}.json"
+
+    @property
     def manifest(self) -> Path:
         return self.root / "manifest.json"
 
@@ -253,47 +262,3 @@ class ResultsFolder:
             return (f"{self.root}: no {POINTS}/ folder in it; give the folder a benchmark session wrote "
                     "(--results-dir, default results/)")
         return None
-
-
-@dataclass(frozen=True)
-class ReportFolder:
-    """What ``rackbench report`` writes (``<results>/report`` unless --out names another folder)."""
-
-    root: Path
-
-    @property
-    def markdown(self) -> Path:
-        return self.root / "report.md"
-
-    @property
-    def csv(self) -> Path:
-        return self.root / "points.csv"
-
-    @property
-    def html(self) -> Path:
-        return self.root / "report.html"
-
-    def pareto(self, model: str, cluster: str) -> Path:
-        return self.root / f"pareto-{name(model, 'model')}-{name(cluster, 'cluster')}.png"
-
-    def offload_ab(self, base: str, offload: str) -> Path:
-        return self.root / f"offload-ab-{name(offload, 'profile id')}-vs-{name(base, 'profile id')}.png"
-
-    def point_plot(self, case_id: str) -> Path:
-        return self.root / f"series-{name(case_id, 'case id')}.png"
-
-    def search_plot(self, profile_id: str) -> Path:
-        return self.root / f"search-{name(profile_id, 'profile id')}.png"
-
-
-@dataclass(frozen=True)
-class ExportFolder:
-    """What ``rackbench export --inferencex DIR`` writes: one aggregate per point, and their list."""
-
-    root: Path
-
-    def point(self, case_id: str) -> Path:
-        return self.root / f"{name(case_id, 'case id')}.json"
-
-    def aggregate(self, experiment: str) -> Path:
-        return self.root / f"agg_{name(experiment, 'experiment name')}.json"

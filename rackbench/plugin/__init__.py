@@ -33,8 +33,10 @@ from rackbench.plugin import hookspecs
 from rackbench.plugin.session import ALLOCATION, NAME, RackbenchSession, of
 from rackbench.plugin.fixtures import speak_while_waiting
 from rackbench.plugin.timeout import TIMED_OUT
+from rackbench.plugin.rank import arm_marks, rank_cases, reference_first
 
-pytest_plugins = ["rackbench.plugin.fixtures", "rackbench.plugin.search", "rackbench.plugin.timeout"]
+pytest_plugins = ["rackbench.plugin.fixtures", "rackbench.plugin.search", "rackbench.plugin.rank",
+                  "rackbench.plugin.timeout"]
 log = logging.getLogger(__name__)
 
 BASE_MARKERS = {
@@ -44,6 +46,8 @@ BASE_MARKERS = {
     "offload": "the CPU KV-cache offload arm of a profile",
     "search": "a search for the highest concurrency meeting an SLO tier (profile.search): runs only when the -m or "
               "-k expression names `search`, so selecting a profile's points never starts its search too",
+    "rank": "a ranking of deployments (recipes/rankings/) and its arms' searches: runs only when the -m or -k "
+            "expression names `rank` (or `search`); `-m gb200 -k rank` selects the GB200 ranking",
 }
 
 
@@ -117,6 +121,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "sb_search" in metafunc.fixturenames:
         _search_cases(metafunc)
         return
+    if "sb_ranking" in metafunc.fixturenames:
+        rank_cases(metafunc)
+        return
     if "sb_point" not in metafunc.fixturenames:
         return
     session = of(metafunc.config)
@@ -137,30 +144,35 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _search_cases(metafunc: pytest.Metafunc) -> None:
-    """One case per search profile, in the profile's one allocation (as its points would share it)."""
+    """One case per search profile, in the profile's one allocation (as its points would share it); a ranking's
+    arms marked ``rank``, its reference arm first."""
     from rackbench.catalog.points import searches
     try:
-        found = searches(of(metafunc.config).catalog())
+        cat = of(metafunc.config).catalog()
+        found = reference_first(cat.rankings, searches(cat))
     except ConfigError as err:
         pytest.fail(f"invalid recipe(s):\n{err}", pytrace=False)
     params = [pytest.param(p.id, p.id, f"{p.id}-search", id=f"{p.id}-search",
                            marks=[*(getattr(pytest.mark, m) for m in p.markers), pytest.mark.search,
-                                  pytest.mark.xdist_group(p.id)])
+                                  *arm_marks(cat.rankings, p.id), pytest.mark.xdist_group(p.id)])
               for p in found]
     metafunc.parametrize(["sb_profile", "sb_allocation_key", "sb_search_case"], params, indirect=True,
                          scope="session")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A search runs only when asked for by name (`-m search`, `-k search`, or an expression naming it): `-k
-    dep_offload` selects that profile's points, not also the hours of its search profile."""
-    asked = "search" in f"{config.getoption('markexpr', '')} {config.getoption('keyword', '')}"
-    if asked:
-        return
-    searches = [i for i in items if i.get_closest_marker("search") is not None]
-    if searches:
-        config.hook.pytest_deselected(items=searches)
-        items[:] = [i for i in items if i.get_closest_marker("search") is None]
+    """A search or a ranking runs only when asked for by name (`-m search`, `-k rank`, or an expression naming
+    either): `-k dep_offload` selects that profile's points, not also the hours of its search profile."""
+    said = f"{config.getoption('markexpr', '')} {config.getoption('keyword', '')}"
+    def asked(item) -> bool:
+        search, rank = item.get_closest_marker("search") is not None, item.get_closest_marker("rank") is not None
+        if search:                      # a search, or an arm of a ranking (marked rank too)
+            return "search" in said or "rank" in said
+        return not rank or "rank" in said          # a ranking's own case
+    unasked = [i for i in items if not asked(i)]
+    if unasked:
+        config.hook.pytest_deselected(items=unasked)
+        items[:] = [i for i in items if i not in unasked]
 
 
 @pytest.hookimpl(wrapper=True)

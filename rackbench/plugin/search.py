@@ -54,7 +54,8 @@ def sb_search(sb_profile: Profile, sb_allocation_key: str, request: pytest.Fixtu
     request.node.stash[ALLOCATION] = dep.allocation
     answer = run(sb_profile, dep, session.results, session.run_id, generator(sb_profile, config),
                  progress=_status_line(config), run_length=config.getoption("run_length"),
-                 extend=lambda point: site_fields(config, point))
+                 extend=lambda point: site_fields(config, point),
+                 shared=shared_limits(sb_profile, session.catalog().rankings, session.results))
     for p in answer["probes"]:
         record_property(f"probe_c{p['concurrency']}", f"{p['verdict']} {p['attainment']} [{p['low']}, {p['high']}]")
     record_property("search_answer", answer["answer"])
@@ -70,15 +71,15 @@ def new_search(profile: Profile) -> Search:
 
 
 def run(profile: Profile, dep, results: ResultsFolder, run_id: str, gen: LoadGenerator, progress=None,
-        run_length: str | None = None, extend=None) -> dict:
+        run_length: str | None = None, extend=None, shared: "Relative | None" = None) -> dict:
     """The search, probe by probe, in ``dep``; each probe stored and judged as a point. Returns the answer as it is
     stored (``searches/<profile>.json``), with ``not_measured``: the probes whose measurement checks failed. With
     ``search.relative`` the first probe runs its whole length and sets the tier's limits for every probe, itself
-    included."""
+    included; with ``shared`` (a ranking's reference arm measured them: shared_limits) every probe is judged by those."""
     spec = profile.spec.search
     search = new_search(profile)
     not_measured: list[str] = []
-    relative: Relative | None = None
+    relative: Relative | None = shared
     answer = stored_answer(profile, search, results, relative)   # no probe yet: the file says which comes first
     while (conc := search.next()) is not None:
         point = Point(profile, conc)
@@ -122,6 +123,12 @@ class Relative:
         return cls(spec.tier, tier, {**ref, "case_id": first.identity.case_id,
                                      "multiples": spec.relative.model_dump(exclude_none=True)})
 
+    @classmethod
+    def from_answer(cls, answer: dict, reference: str) -> "Relative":
+        """The limits another search of the same tier measured (its stored answer), to judge this one by."""
+        tier = SloTier(**answer["limits"], attainment=answer["target"])
+        return cls(answer["tier"], tier, {**answer["relative"], "from": reference})
+
     def judge(self, result, requests: list) -> SloTierResult:
         """The probe's tier judged by these limits, at the confidence its stored tier was judged at."""
         stored = next((x for x in result.slo if x.tier == self.name), None)
@@ -142,14 +149,34 @@ def stored_answer(profile: Profile, search: Search, results: ResultsFolder, rela
     return answer
 
 
-def replayed(profile: Profile, results: ResultsFolder) -> Search:
+def shared_limits(profile: Profile, rankings: list, results: ResultsFolder) -> Relative | None:
+    """The limits this profile's search is judged by where a ranking names another arm as its reference
+    (rackbench.catalog.rankings) and that arm's search stored them in this results folder; None otherwise (the
+    search then sets its own, and a ranking says the two arms' tiers differ)."""
+    from rackbench.catalog.rankings import referenced
+    ref = referenced(rankings, profile.id) if profile.spec.search.relative is not None else None
+    path = results.search(ref) if ref else None
+    if path is None or not path.is_file():
+        if ref:
+            log.warning("%s: its ranking's reference %s has no search in %s: its own first probe sets its limits, "
+                        "and the ranking will say the two tiers differ (run the reference first)", profile.id, ref,
+                        results.root)
+        return None
+    answer = json.loads(path.read_text())
+    if not answer.get("limits") or not answer.get("relative") or answer.get("tier") != profile.spec.search.tier:
+        log.warning("%s: %s holds no relative limits of tier %s", profile.id, path, profile.spec.search.tier)
+        return None
+    return Relative.from_answer(answer, ref)
+
+
+def replayed(profile: Profile, results: ResultsFolder, shared: Relative | None = None) -> Search:
     """The search as its stored probes (``points/<probe>.json``) take it through the decision rule, probe after
     probe, up to the first concurrency the rule asks for that has no stored probe: the answer of a search whose
     allocation was lost before it ended (or one recorded before the answer was stored after each probe), and a check
     that a live search probed what the rule says. A relative tier is set again from the first stored probe."""
     tier = profile.spec.search.tier
     search = new_search(profile)
-    relative: Relative | None = None
+    relative: Relative | None = shared
     while (conc := search.next()) is not None:
         path = results.point(Point(profile, conc).id)
         if not path.is_file():

@@ -19,7 +19,8 @@ from rackbench.cluster import Allocation, release_all
 from rackbench.core.errors import ConfigError
 from rackbench.core.files import disk_problem, link_atomic, write_atomic
 from rackbench.core.names import new_run_id
-from rackbench.core.results_folder import ReportFolder, ResultsFolder
+from rackbench.core.report_folder import ReportFolder
+from rackbench.core.results_folder import ResultsFolder
 from rackbench.plugin.collector import Collector
 from rackbench.recipe.profile import Profile
 from rackbench.results.baseline import load as load_baseline

@@ -98,6 +98,8 @@ class Profile:
         cluster = self.cluster.model_dump(mode="json")
         cluster["runtime"].pop("client", None)
         cluster.pop("cost", None)                     # what the GPU time costs, not what is measured
+        if cluster["runtime"].get("model_load_gib_per_s") is None:
+            cluster["runtime"]["startup_s"] = 600     # a start-up time alone prices the plan only: hashed as before
         cluster["slurm"].pop("login_sees", None)      # what the login node checks before sbatch, not what runs
         prof.get("load", {}).pop("stop", None)        # how long a point runs, not what it measures (result.run.mode)
         prof.get("gates", {}).pop("bound", None)      # what must have bound a point: how it is judged, like slo

@@ -17,12 +17,13 @@ from pathlib import Path
 
 from rackbench.core.files import read_json, write_atomic
 from rackbench.core.format import number
-from rackbench.core.results_folder import ReportFolder, ResultsFolder
-from rackbench.report import ab, gpuhours, offload, plots
+from rackbench.core.report_folder import ReportFolder
+from rackbench.core.results_folder import ResultsFolder
+from rackbench.report import ab, gpuhours, offload, plots, rank
 from rackbench.report.slo import searches_section, section as slo_section
 from rackbench.results.card import label
 from rackbench.results import metrics as registry
-from rackbench.results.files import load_points
+from rackbench.results.files import load_points, stored_searches
 from rackbench.results.model import PointResult
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,22 @@ def ab_section(pair: offload.Pair, rows: list[dict], measured_in: dict[str, list
     return "\n".join(lines) + ("\n\n" + verdict if verdict else "") + "\n"
 
 
+def omission_lines(ordered: list) -> list[str]:
+    """The points whose latency from the schedule differs from the measured one (rackbench.results.omission)."""
+    rows = [r for r in ordered if r.latency_ms.from_intended is not None and r.latency_ms.from_intended.differs]
+    if not rows:
+        return []
+    out = ["", "## Latency from the schedule: clients that sent late", "",
+           "(rackbench.results.omission: docs/results.md#latency-from-the-schedule-coordinated-omission)", "",
+           "| case | TTFT p99 ms | from the schedule | E2E p99 ms | from the schedule | send delay p99 ms |",
+           "|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lat, f = r.latency_ms, r.latency_ms.from_intended
+        out.append(f"| {r.identity.case_id} | {number(lat.ttft.p99, 'ms')} | {number(f.ttft.p99, 'ms')} | "
+                   f"{number(lat.e2e.p99, 'ms')} | {number(f.e2e.p99, 'ms')} | {number(f.delay_ms.p99, 'ms')} |")
+    return out
+
+
 def reuse_lines(ordered: list) -> list[str]:
     """The prefix reuse each point's trace allows against what its server reused (rackbench.results.reuse)."""
     rows = [r for r in ordered if r.reuse is not None]
@@ -124,7 +141,7 @@ def markdown(rep: Report, plot_files: list[Path], ab_sections: list[str], held: 
     if bounds:
         lines += ["", "## What bound each point", "", "(rackbench.results.bound: docs/results.md#what-bound-a-point)",
                   "", *bounds]
-    lines += reuse_lines(ordered)
+    lines += omission_lines(ordered) + reuse_lines(ordered)
     if plot_files:
         lines += ["", "Plots: " + ", ".join(f"`{p.name}`" for p in plot_files)]
     lines += [""] + (ab_sections or ["No offload A/B: no offload arm with a base arm that differs from it in the "
@@ -149,18 +166,6 @@ def points_csv(points: list[PointResult]) -> str:
         values = [fn(r) for fn in registry.IDENTITY.values()] + [m.get(r) for m in registry.METRICS.values()]
         writer.writerow(["" if v is None else v for v in values] + [verdict_text(r)])
     return out.getvalue()
-
-
-def stored_searches(results_dir: Path) -> list[dict]:
-    """The searches a results folder holds (``searches/<profile>.json``); an unreadable one is skipped, said."""
-    folder = ResultsFolder.at(results_dir).searches
-    out = []
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            out.append(read_json(path))
-        except ValueError as err:
-            log.warning("%s: not read (%s)", path, err)
-    return out
 
 
 def write(results_dir: Path, out_dir: Path | None = None, only: set[str] | None = None) -> Report:
@@ -200,8 +205,9 @@ def write(results_dir: Path, out_dir: Path | None = None, only: set[str] | None 
     search_plots = {a["profile"]: plots.search(a, out.search_plot(a["profile"])) for a in answers}
     plot_files += [p for p in search_plots.values() if p]
     accounting = gpuhours.of_folder(results_dir, points)
-    searched = searches_section(answers, {k: v.name for k, v in search_plots.items() if v},
-                                gpuhours.by_profile(accounting[0]) if accounting else {})
+    by_profile = gpuhours.by_profile(accounting[0]) if accounting else {}
+    searched = searches_section(answers, {k: v.name for k, v in search_plots.items() if v}, by_profile) + \
+        rank.section(results_dir, by_profile)
     held = gpuhours.markdown(*accounting) if accounting else ""
     write_atomic(out.markdown, markdown(rep, plot_files, sections, held, searched))
     write_atomic(out.csv, points_csv(points))

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from rackbench.core.files import write_json
-from rackbench.core.results_folder import ExportFolder, ResultsFolder
+from rackbench.core.report_folder import ExportFolder
+from rackbench.core.results_folder import ResultsFolder
 from rackbench.results import requests as request_file
 from rackbench.results.model import PointResult
 from rackbench.results.slo import tpot_ms

@@ -20,12 +20,12 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from rackbench.core.format import interval, number
 from rackbench.core.former_name import as_named_before
 from rackbench.core.results_folder import ResultsFolder
-from rackbench.report.files import stored_searches
 from rackbench.report.offload import void
 from rackbench.results.card import card
-from rackbench.results.files import read
+from rackbench.results.files import read, stored_searches
 from rackbench.results.model import PointResult
 from rackbench.results.search import at_answer, probe_of
 
@@ -47,7 +47,7 @@ class Arm:
 
 def traits(r: PointResult, factor: str) -> dict[str, object]:
     i = r.identity
-    out = {"model": as_named_before(i.model_repo or i.model),      # a generated model's id under either name
+    out = {"model": i.model_repo or i.model,
            "GPU": i.card or card(r.machine.nodes if r.machine else []) or i.gpu_type,
            "load (its trace: sessions, seed, shape)": i.load_fingerprint or i.dataset}
     if factor != "image":
@@ -71,9 +71,9 @@ def pair(a: Arm, b: Arm) -> dict:
     why = []
     if a.goal != b.goal:
         why.append(f"their tiers differ ({a.goal} against {b.goal})")
-    for name, value in dict(a.traits).items():
+    for name, value in dict(a.traits).items() if a.traits and b.traits else ():   # an arm without an answer has none
         other = dict(b.traits).get(name)
-        if other != value:
+        if as_named_before(str(other)) != as_named_before(str(value)):     # a generated model's id under either name
             why.append(f"{name} differs ({value} against {other})")
     why += [*a.void, *b.void]
     for x in (a, b):
@@ -113,3 +113,44 @@ def ranking(arms: list[Arm]) -> list[dict]:
         out.append({"tier": tier, "order": [x.profile for x in group],
                     "pairs": [pair(a, b) for i, a in enumerate(group) for b in group[i + 1:]]})
     return out
+
+
+def text(arms: list[Arm], tiers: list[dict]) -> list[str]:
+    """The ranking as the terminal and report.md show it: per tier, each arm's answer and goodput, then each pair."""
+    by, out = {a.profile: a for a in arms}, []
+    for t in tiers:
+        out.append(f"tier {t['tier']}:")
+        for name in t["order"]:
+            a = by[name]
+            out.append(f"  {name}: " + (f"c{a.answer}, {number(a.good, 'rate')} good output tok/s per GPU "
+                                        f"{interval(a.low, a.high, 'rate')}" if a.good is not None else
+                                        "no load meeting the tier" if a.answer is None else f"c{a.answer}"))
+        for p in t["pairs"]:
+            said = (f"cannot rank: {'; '.join(p['why'])}" if p["verdict"] == "cannot rank" else
+                    f"{p['verdict']}: x{p['ratio']:.2f} [x{p['interval'][0]:.2f}, x{p['interval'][1]:.2f}] "
+                    "(at least 90%)")
+            out.append(f"  {p['a']} against {p['b']}: {said}")
+    return out
+
+
+def section(results_dir: Path, held: dict) -> str:
+    """report.md's rankings (``rankings/<name>.json``, stored by the ranking's case), each with what its plan said
+    it would cost beside what its arms' allocations held (``held``: profile -> rackbench.results.accounting.Held)."""
+    from rackbench.core.files import read_json
+    folder = ResultsFolder.at(results_dir).rankings
+    out = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            r = read_json(path)
+        except ValueError as err:
+            out += [f"## Ranking {path.stem}", "", f"Not read: {err}", ""]
+            continue
+        lo, mid, hi = r["plan"]["gpu_hours"]
+        spent = [held[a].gpu_hours for a in r["arms"] if a in held]
+        cost = (f"The plan said {lo:.2f}-{hi:.2f} GPU-hours (median {mid:.2f}); "
+                + (f"its arms' allocations held {sum(spent):.2f}"
+                   + (" (inside that range)." if lo <= sum(spent) <= hi else " (outside that range).")
+                   if len(spent) == len(r["arms"]) else "what its arms held is not in this folder's manifest."))
+        out += [f"## Ranking {r['ranking']}", "", r.get("description") or "", "", "```", *r["text"], "```", "", cost,
+                ""]
+    return "\n".join(out)

@@ -27,10 +27,18 @@ KV_FULL = 0.8          # mean KV-cache usage in those slices that makes the cach
 HOST_CORE = 0.9        # core-seconds per second of one process that make it the host's limit
 
 
-def client_late(concurrency, gates) -> bool:
+def issue_p99(concurrency, intended=None) -> float | None:
+    """How late the client sent its requests after their schedule, p99 (ms): the generator's own summary (AIPerf's
+    credit-to-start latency), else its per-request records' (``intended``: rackbench.results.omission)."""
+    if concurrency.issue_latency_ms is not None and concurrency.issue_latency_ms.p99 is not None:
+        return concurrency.issue_latency_ms.p99
+    return intended.delay_ms.p99 if intended is not None else None
+
+
+def client_late(concurrency, gates, intended=None) -> bool:
     """The load generator sent requests later after their schedule than ``gates.max_issue_latency_ms`` (its p99
     issue latency; a result without one is not late by this evidence)."""
-    issue = concurrency.issue_latency_ms.p99 if concurrency.issue_latency_ms else None
+    issue = issue_p99(concurrency, intended)
     return issue is not None and issue > gates.max_issue_latency_ms
 
 

@@ -3,11 +3,14 @@ why, never half-read), written atomically (a reader sees the old file or the new
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from rackbench.core.files import read_json, write_json
 from rackbench.core.results_folder import ResultsFolder
 from rackbench.results.model import PointResult, parse, problems
+
+log = logging.getLogger(__name__)
 
 
 def read(path: Path) -> PointResult:
@@ -42,3 +45,15 @@ def load_points(results_dir: Path | str) -> tuple[list[PointResult], dict[str, s
         except ValueError as err:
             rejected[path.name] = str(err).removeprefix(f"{path}: ")
     return points, rejected
+
+
+def stored_searches(results_dir: Path) -> list[dict]:
+    """The searches a results folder holds (``searches/<profile>.json``); an unreadable one is skipped, said."""
+    folder = ResultsFolder.at(results_dir).searches
+    out = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            out.append(read_json(path))
+        except ValueError as err:
+            log.warning("%s: not read (%s)", path, err)
+    return out

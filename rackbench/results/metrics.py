@@ -97,6 +97,12 @@ ALL = frozenset({"summary", "terminal", "report"})
 METRICS: dict[str, Metric] = {}
 
 
+def _intended(r: PointResult, what: str) -> float | None:
+    """A p99 counted from each request's credit (rackbench.results.omission), where the generator gave credits."""
+    got = r.latency_ms.from_intended
+    return getattr(got, what).p99 if got is not None else None
+
+
 def register(metric: Metric) -> Metric:
     """Add a metric (a site's, or a new one of rackbench's); its name must be new."""
     if metric.name in METRICS:
@@ -128,6 +134,9 @@ for _m in (
            frozenset({"summary", "report"}), compared=True, bootstrap="request", request=_ttft, reduce="median"),
     Metric("ttft_p99_ms", "TTFT p99 ms", "ms", lambda r: r.latency_ms.ttft.p99, "lower", compared=True,
            bootstrap="request", request=_ttft, reduce="p99"),
+    Metric("ttft_p99_intended_ms", "TTFT p99 from the schedule ms", "ms", lambda r: _intended(r, "ttft"), "lower"),
+    Metric("e2e_p99_intended_ms", "E2E p99 from the schedule ms", "ms", lambda r: _intended(r, "e2e"), "lower"),
+    Metric("send_delay_p99_ms", "send delay p99 ms", "ms", lambda r: _intended(r, "delay_ms"), "lower"),
     Metric("itl_p50_ms", "ITL p50 ms", "ms", lambda r: r.latency_ms.itl.p50, "lower", frozenset({"report"})),
     Metric("e2e_p50_ms", "E2E p50 ms", "ms", lambda r: r.latency_ms.e2e.p50, "lower"),
     Metric("error_rate", "error rate", "share", lambda r: r.requests.error_rate, "lower", ALL, compared=True,

@@ -14,19 +14,12 @@ from pydantic import ConfigDict, Field, PositiveInt, ValidationError
 
 from rackbench.core.names import NAME_MAX, SAFE_NAME
 from rackbench.recipe.schema.sweep import RunLength
-from rackbench.results.parts import (BoundVerdict, Economics, Evidence, HostLoad, Machine, Series, SloTierResult,
-                                      SteadyInfo, Telemetry, TraceReuse, _Part)
+from rackbench.results.parts import (BoundVerdict, Dist, Economics, Evidence, FromIntended, HostLoad, Machine, Series,
+                                      SloTierResult, SteadyInfo, Telemetry, TraceReuse, _Part)
 
 SCHEMA_VERSION = 4
 SCHEMA_ID = "https://rackbench.dev/schemas/result.schema.json"
 Share = float | None
-
-
-class Dist(_Part):
-    avg: float | None
-    p50: float | None
-    p90: float | None
-    p99: float | None
 
 
 class LayoutInfo(_Part):
@@ -153,6 +146,8 @@ class Latency(_Part):
     ttft: Dist
     itl: Dist
     e2e: Dist
+    from_intended: FromIntended | None = Field(None, description="latency from when the schedule let each request go "
+                                               "(rackbench.results.omission); None where the generator gave no such time")
 
 
 class Concurrency(_Part):

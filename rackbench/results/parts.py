@@ -16,6 +16,26 @@ class _Part(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
+class Dist(_Part):
+    avg: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+class FromIntended(_Part):
+    """Latency as a user of the schedule feels it (coordinated omission: rackbench.results.omission): each request's
+    TTFT and end-to-end latency counted from when its schedule let it go (the generator's credit), not from when the
+    client sent it; the difference is the client's own delay."""
+    requests: int = Field(description="successful profiled requests with both a credit and a send time")
+    delay_ms: Dist = Field(description="how late the client sent each request after its credit")
+    ttft: Dist = Field(description="TTFT from the credit: the measured TTFT plus the send delay")
+    e2e: Dist = Field(description="end-to-end latency from the credit")
+    differs: bool = Field(description="the p99 TTFT or end-to-end latency from the credit is more than "
+                          "rackbench.results.omission.DIFFERS above the measured one: the client's delay is part of "
+                          "what users of the schedule wait for")
+
+
 class GpuRecord(_Part):
     index: int
     name: str

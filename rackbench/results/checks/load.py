@@ -4,7 +4,7 @@ not the limit, and the server's cache reuse what the trace allows."""
 from __future__ import annotations
 
 from rackbench.core.format import number
-from rackbench.results.bound import client_late
+from rackbench.results.bound import client_late, issue_p99
 from rackbench.results.checks.base import Judged, count, made, pct
 from rackbench.results.model import Check
 from rackbench.results.reuse import GAP as REUSE_GAP, LOW as REUSE_LOW, REQUESTS as REUSE_REQUESTS, WARM
@@ -53,11 +53,11 @@ def concurrency(p: Judged) -> Check:
     trace allows (think time between turns bounds it however fast the server is), and is the fallback evidence
     for results without the latency."""
     conc, g, generator = p.result.concurrency, p.gates, p.result.run.generator
-    issue = (conc.issue_latency_ms.p99 if conc.issue_latency_ms else None)
+    issue = issue_p99(conc, p.result.latency_ms.from_intended)
     allowed = f"; the trace allows {number(conc.trace_allowed, 'conc')} in flight" if conc.trace_allowed else ""
     where = f"effective concurrency {number(conc.effective_avg, 'conc')} of target {conc.target}{allowed}"
     if issue is not None:
-        ok = not client_late(conc, g)
+        ok = not client_late(conc, g, p.result.latency_ms.from_intended)
         said = f"{generator} sent requests up to {number(issue, 'ms')} ms (p99) after their schedule"
         passed = f"not client-bound: {said} (<= {g.max_issue_latency_ms:g} ms); {where}"
         message = (f"client-bound: {said} (> {g.max_issue_latency_ms:g} ms, profile.gates.max_issue_latency_ms); "
