@@ -13,7 +13,7 @@ from rackbench.core.results_folder import ResultsFolder
 from rackbench.plugin.search import Relative, shared_limits
 from rackbench.recipe.schema.ranking import RankingSpec
 from rackbench.report.plan import estimate, ranking_estimate
-from tests.conftest import edit, run_cli
+from tests.conftest import REPO, edit, run_cli
 
 LOCAL = ["tiny-llama-cpu-vllm_rank", "tiny-llama-cpu-dynamo_rank"]
 GB200 = [f"kimi-k3-gb200-{n}_search" for n in ("tp", "tep", "dep", "dep_offload")]
@@ -110,3 +110,47 @@ def test_the_plan_of_a_ranking_is_its_arms_summed(catalog):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ranking kimi-k3-gb200: 4 searches") and "  all arms: GPU-hours " in done.stdout
     assert all(f"  {a}: search" in done.stdout for a in GB200), done.stdout
+
+
+RECORDED = REPO / "tests/data/rank-local-cpu"
+
+
+def test_the_recorded_local_ranking_ranks_vllm_over_dynamo_by_the_same_limits():
+    from rackbench.report import rank
+    from rackbench.results.files import stored_searches
+    answers = {a["profile"]: a for a in stored_searches(RECORDED)}
+    ref, other = answers[LOCAL[0]], answers[LOCAL[1]]
+    assert other["limits"] == ref["limits"] and other["relative"]["from"] == LOCAL[0] and "from" not in ref["relative"]
+    arms = rank.load([RECORDED])
+    (tier,) = rank.ranking(arms)
+    (verdict,) = tier["pairs"]
+    assert tier["order"] == LOCAL and verdict["verdict"] == "better" and 1 < verdict["interval"][0]
+    assert verdict["ratio"] == pytest.approx(313.1 / 176.1, rel=1e-3)
+    stored = json.loads((RECORDED / "rankings/local-cpu.json").read_text())
+    assert stored["text"] == rank.text(arms, [tier])          # the stored ranking is the one its folder gives
+
+
+def test_the_plan_of_the_recorded_ranking_held_what_its_arms_spent(catalog):
+    from rackbench.report import gpuhours, rank
+    from rackbench.results.files import load_points
+    points, _ = load_points(RECORDED)
+    held = gpuhours.by_profile(gpuhours.of_folder(RECORDED, points)[0])
+    said = rank.section(RECORDED, held)
+    assert "tiny-llama-cpu-vllm_rank against tiny-llama-cpu-dynamo_rank: better: x1.78" in said
+    assert "The plan said 0.08-0.45 GPU-hours (median 0.34); its arms' allocations held 0.31 (inside that range)." \
+        in said, said
+    # the plan the catalog gives today is the one the run stored
+    plan = ranking_estimate([estimate(p) for p in catalog.ranking("local-cpu").arms])
+    assert plan["gpu_hours"] == pytest.approx(json.loads((RECORDED / "rankings/local-cpu.json").read_text())[
+        "plan"]["gpu_hours"])
+
+
+def test_the_terminal_summary_says_the_ranking_and_a_torn_file_in_one_line(tmp_path):
+    import shutil
+    from rackbench.report.rank import terminal_lines
+    lines = terminal_lines(RECORDED)
+    assert lines[0].startswith("ranking local-cpu (") and lines[-1].endswith("better: x1.78 [x1.63, x1.85] "
+                                                                               "(at least 90%)"), lines
+    shutil.copytree(RECORDED / "rankings", tmp_path / "rankings")
+    (tmp_path / "rankings" / "torn.json").write_text('{"ranking": ')
+    assert [ln for ln in terminal_lines(tmp_path) if "torn" in ln][0].startswith("ranking torn: not read: ")

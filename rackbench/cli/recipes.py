@@ -98,6 +98,9 @@ class MatrixCommand(Command):
             c = p.spec.concurrency
             print(f"{p.id + '-search':40} {p.cluster.name:10} {str(p.spec.layout):22} {p.topology.gpus:>4}  "
                   f"{','.join(p.markers)}  (search c{min(c)}-c{max(c)} for tier {p.spec.search.tier})")
+        for r in cat.rankings if not args.profile else ():
+            print(f"{r.name + '-rank':40} {'':10} {'':22} {'':>4}  {','.join(r.markers)}  (ranks "
+                  f"{', '.join(p.name for p in r.arms)} for tier {r.spec.tier})")
         from rackbench.server.assembly import launch_problems
         profiles = {pt.profile.id for pt in pts} | {p.id for p in found}
         unseen = [line for p in cat.profiles if p.id in profiles for line in launch_problems(p)]

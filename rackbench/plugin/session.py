@@ -252,6 +252,9 @@ class RackbenchSession:
                                         f"{self.results.points}")
             if self.report is not None:
                 terminalreporter.write_line("report: " + ", ".join(str(f) for f in self.report.files))
+                from rackbench.report.rank import terminal_lines
+                for line in terminal_lines(self.results_dir):
+                    terminalreporter.write_line(line)
             if self.report_note:
                 terminalreporter.write_line(self.report_note)
             if self.report_error:

@@ -88,38 +88,38 @@ def ab_section(pair: offload.Pair, rows: list[dict], measured_in: dict[str, list
     return "\n".join(lines) + ("\n\n" + verdict if verdict else "") + "\n"
 
 
-def omission_lines(ordered: list) -> list[str]:
-    """The points whose latency from the schedule differs from the measured one (rackbench.results.omission)."""
-    rows = [r for r in ordered if r.latency_ms.from_intended is not None and r.latency_ms.from_intended.differs]
+def table_section(title: str, source: str, head: list[str], rows: list[list[str]], numbers: int) -> list[str]:
+    """A report.md section of one table: its title, where it comes from, the case column, ``numbers`` columns of
+    numbers (right-aligned), then any of words."""
     if not rows:
         return []
-    out = ["", "## Latency from the schedule: clients that sent late", "",
-           "(rackbench.results.omission: docs/results.md#latency-from-the-schedule-coordinated-omission)", "",
-           "| case | TTFT p99 ms | from the schedule | E2E p99 ms | from the schedule | send delay p99 ms |",
-           "|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lat, f = r.latency_ms, r.latency_ms.from_intended
-        out.append(f"| {r.identity.case_id} | {number(lat.ttft.p99, 'ms')} | {number(f.ttft.p99, 'ms')} | "
-                   f"{number(lat.e2e.p99, 'ms')} | {number(f.e2e.p99, 'ms')} | {number(f.delay_ms.p99, 'ms')} |")
-    return out
+    return ["", f"## {title}", "", f"({source})", "", "| " + " | ".join(head) + " |",
+            "|---|" + "---:|" * numbers + "---|" * (len(head) - 1 - numbers),
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
+def omission_lines(ordered: list) -> list[str]:
+    """The points whose latency from the schedule differs from the measured one (rackbench.results.omission)."""
+    rows = [[r.identity.case_id, *(number(v, "ms") for v in (
+        r.latency_ms.ttft.p99, r.latency_ms.from_intended.ttft.p99, r.latency_ms.e2e.p99,
+        r.latency_ms.from_intended.e2e.p99, r.latency_ms.from_intended.delay_ms.p99))]
+        for r in ordered if r.latency_ms.from_intended is not None and r.latency_ms.from_intended.differs]
+    return table_section("Latency from the schedule: clients that sent late",
+                         "rackbench.results.omission: docs/results.md#latency-from-the-schedule-coordinated-omission",
+                         ["case", "TTFT p99 ms", "from the schedule", "E2E p99 ms", "from the schedule",
+                          "send delay p99 ms"], rows, numbers=5)
 
 
 def reuse_lines(ordered: list) -> list[str]:
     """The prefix reuse each point's trace allows against what its server reused (rackbench.results.reuse)."""
-    rows = [r for r in ordered if r.reuse is not None]
-    if not rows:
-        return []
-    out = ["", "## Prefix reuse: what the trace allows, what the server reused", "",
-           "(rackbench.results.reuse: docs/results.md#the-offload-ab-as-a-verdict)", "",
-           "| case | trace allows | server reused | gap | cache tokens | live sessions' prefixes | should hold |",
-           "|---|---:|---:|---:|---:|---:|---|"]
-    for r in rows:
-        u = r.reuse
-        hold = u.error or {True: "yes", False: "no", None: "—"}[u.should_hold]
-        out.append(f"| {r.identity.case_id} | {number(u.allowed_share, 'share')} | {number(u.measured_share, 'share')}"
-                   f" | {number(u.gap, 'points')} | {number(u.cache_tokens, 'count')} | "
-                   f"{number(u.working_set_tokens, 'count')} | {hold} |")
-    return out
+    rows = [[r.identity.case_id, number(u.allowed_share, "share"), number(u.measured_share, "share"),
+             number(u.gap, "points"), number(u.cache_tokens, "count"), number(u.working_set_tokens, "count"),
+             u.error or {True: "yes", False: "no", None: "—"}[u.should_hold]]
+            for r in ordered if (u := r.reuse) is not None]
+    return table_section("Prefix reuse: what the trace allows, what the server reused",
+                         "rackbench.results.reuse: docs/results.md#the-offload-ab-as-a-verdict",
+                         ["case", "trace allows", "server reused", "gap", "cache tokens", "live sessions' prefixes",
+                          "should hold"], rows, numbers=5)
 
 
 def markdown(rep: Report, plot_files: list[Path], ab_sections: list[str], held: str = "", searched: str = "") -> str:

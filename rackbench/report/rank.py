@@ -133,17 +133,34 @@ def text(arms: list[Arm], tiers: list[dict]) -> list[str]:
     return out
 
 
-def section(results_dir: Path, held: dict) -> str:
-    """report.md's rankings (``rankings/<name>.json``, stored by the ranking's case), each with what its plan said
-    it would cost beside what its arms' allocations held (``held``: profile -> rackbench.results.accounting.Held)."""
+def stored(results_dir: Path) -> list[tuple[Path, dict | str]]:
+    """The rankings a run stored (``rankings/<name>.json``, by the ranking's case): each file with what it holds, or
+    why it could not be read."""
     from rackbench.core.files import read_json
     folder = ResultsFolder.at(results_dir).rankings
-    out = []
+    out: list[tuple[Path, dict | str]] = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            r = read_json(path)
+            out.append((path, read_json(path)))
         except ValueError as err:
-            out += [f"## Ranking {path.stem}", "", f"Not read: {err}", ""]
+            out.append((path, str(err)))
+    return out
+
+
+def terminal_lines(results_dir: Path) -> list[str]:
+    """What the terminal summary says of the run's rankings."""
+    return [line for path, r in stored(results_dir)
+            for line in ([f"ranking {r['ranking']} ({path}):", *r["text"]] if isinstance(r, dict) else
+                         [f"ranking {path.stem}: not read: {r}"])]
+
+
+def section(results_dir: Path, held: dict) -> str:
+    """report.md's rankings, each with what its plan said it would cost beside what its arms' allocations held
+    (``held``: profile -> rackbench.results.accounting.Held)."""
+    out = []
+    for path, r in stored(results_dir):
+        if not isinstance(r, dict):
+            out += [f"## Ranking {path.stem}", "", f"Not read: {r}", ""]
             continue
         lo, mid, hi = r["plan"]["gpu_hours"]
         spent = [held[a].gpu_hours for a in r["arms"] if a in held]
