@@ -20,6 +20,8 @@ KINDS: dict[str, tuple[str, str]] = {
                  "Slurm and the images may be there already)"),
     "test-command": ("the test command", "`scripts/test` from a fresh clone, Slurm running, servers installed"),
     "main-job": ("the main job", "`scripts/bench` from a fresh clone, as a new user runs it"),
+    "ranking": ("the local ranking", "`scripts/bench -m local -k rank`: the local ranking's two searches and its case, "
+                "servers installed"),
     "offline-suite": ("offline suite", "`pytest -m offline -q -p no:cacheprovider`, serial"),
     "bench-tests": ("offline suite against its collection", "`scripts/bench-tests`: the suite's CPU time and its own "
                     "collection's, measured in one run"),
