@@ -154,3 +154,14 @@ def test_the_terminal_summary_says_the_ranking_and_a_torn_file_in_one_line(tmp_p
     shutil.copytree(RECORDED / "rankings", tmp_path / "rankings")
     (tmp_path / "rankings" / "torn.json").write_text('{"ranking": ')
     assert [ln for ln in terminal_lines(tmp_path) if "torn" in ln][0].startswith("ranking torn: not read: ")
+
+
+def test_the_same_deployment_on_another_trace_is_not_ranked_and_says_why():
+    """Recorded: the vLLM arm searched again with the trace's seed 43 (tests/data/rank-local-cpu-seed43)."""
+    done = run_cli("rank", RECORDED, REPO / "tests/data/rank-local-cpu-seed43")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    refused = [ln for ln in lines if "(rank-local-cpu-seed43)" in ln and " against " in ln]
+    assert len(refused) == 2 and all("cannot rank: their tiers differ" in ln and
+                                     "load (its trace: sessions, seed, shape) differs" in ln for ln in refused), lines
+    assert any(ln.endswith("better: x1.78 [x1.63, x1.85] (at least 90%)") for ln in lines)   # the pair that ranks

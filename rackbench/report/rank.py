@@ -66,6 +66,12 @@ def arm(answer: dict, point: PointResult | None, factor: str = "deployment") -> 
                low, high, tuple(sorted(traits(point, factor).items())), tuple(void(point)))
 
 
+def _short(value: object) -> str:
+    """A sha256 fingerprint as its first 12 digits (what a person compares), anything else as it is."""
+    text = str(value)
+    return f"{text[:12]}…" if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
+
+
 def pair(a: Arm, b: Arm) -> dict:
     """``a`` against ``b``: better, worse, within noise, or cannot rank (with why)."""
     why = []
@@ -74,7 +80,7 @@ def pair(a: Arm, b: Arm) -> dict:
     for name, value in dict(a.traits).items() if a.traits and b.traits else ():   # an arm without an answer has none
         other = dict(b.traits).get(name)
         if as_named_before(str(other)) != as_named_before(str(value)):     # a generated model's id under either name
-            why.append(f"{name} differs ({value} against {other})")
+            why.append(f"{name} differs ({_short(value)} against {_short(other)})")
     why += [*a.void, *b.void]
     for x in (a, b):
         if x.answer is None:
