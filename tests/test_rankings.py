@@ -165,3 +165,19 @@ def test_the_same_deployment_on_another_trace_is_not_ranked_and_says_why():
     assert len(refused) == 2 and all("cannot rank: their tiers differ" in ln and
                                      "load (its trace: sessions, seed, shape) differs" in ln for ln in refused), lines
     assert any(ln.endswith("better: x1.78 [x1.63, x1.85] (at least 90%)") for ln in lines)   # the pair that ranks
+
+
+def test_the_second_recorded_ranking_turned_over_at_a_looser_tier_and_its_plan_held_it(catalog):
+    """tests/data/rank-local-cpu-2: the same ranking from a fresh clone, TTFT 10x: Dynamo better; the plan held."""
+    from rackbench.report import gpuhours, rank
+    from rackbench.results.files import load_points
+    again = REPO / "tests/data/rank-local-cpu-2"
+    (tier,) = rank.ranking(rank.load([again]))
+    (verdict,) = tier["pairs"]
+    assert tier["order"] == [LOCAL[1], LOCAL[0]] and verdict["verdict"] == "better" and verdict["interval"][0] > 1
+    first = json.loads((RECORDED / "searches" / f"{LOCAL[0]}.json").read_text())
+    second = json.loads((again / "searches" / f"{LOCAL[0]}.json").read_text())
+    assert second["limits"]["ttft_ms"] > 1.9 * first["limits"]["ttft_ms"]          # a looser tier: 10x, not 5x
+    points, _ = load_points(again)
+    said = rank.section(again, gpuhours.by_profile(gpuhours.of_folder(again, points)[0]))
+    assert "its arms' allocations held 0.34 (inside that range)." in said, said
