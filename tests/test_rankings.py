@@ -82,6 +82,8 @@ def test_an_arm_is_judged_by_the_limits_its_reference_stored_in_the_same_run(cat
     assert shared_limits(ref, catalog.rankings, folder) is None
     folder.search(LOCAL[0]).write_text(json.dumps({**stored, "tier": "relaxed"}))
     assert shared_limits(arm, catalog.rankings, folder) is None          # another tier's limits are not taken
+    folder.search(LOCAL[0]).write_text('{"tier": ')
+    assert shared_limits(arm, catalog.rankings, folder) is None          # a torn answer: said, not a traceback
 
 
 def test_the_gb200_ranking_collects_its_four_searches_and_itself(tmp_path):
@@ -127,7 +129,8 @@ def test_the_recorded_local_ranking_ranks_vllm_over_dynamo_by_the_same_limits():
     assert tier["order"] == LOCAL and verdict["verdict"] == "better" and 1 < verdict["interval"][0]
     assert verdict["ratio"] == pytest.approx(313.1 / 176.1, rel=1e-3)
     stored = json.loads((RECORDED / "rankings/local-cpu.json").read_text())
-    assert stored["text"] == rank.text(arms, [tier])          # the stored ranking is the one its folder gives
+    assert stored["text"] == rank.text(arms, [tier])
+    assert [a.profile for a in rank.load([RECORDED], only={LOCAL[1]})] == [LOCAL[1]]   # one arm, its point alone          # the stored ranking is the one its folder gives
 
 
 def test_the_plan_of_the_recorded_ranking_held_what_its_arms_spent(catalog):

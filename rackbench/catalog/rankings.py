@@ -34,7 +34,7 @@ class Ranking:
     def reference_of(self, profile_id: str) -> str | None:
         """The arm whose limits ``profile_id`` is judged by, where that is another arm."""
         ref = self.spec.reference
-        return ref if ref is not None and ref != profile_id and profile_id in self.spec.arm_ids else None
+        return ref if ref is not None and ref != profile_id and profile_id in self.spec.arms else None
 
 
 def _load(path: Path) -> RankingSpec:

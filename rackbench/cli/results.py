@@ -104,7 +104,8 @@ class RankCommand(Command):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("results", nargs="+", help="results folders holding the searches (searches/*.json)")
-        parser.add_argument("--factor", choices=("deployment", "image"), default="deployment",
+        from rackbench.recipe.schema.ranking import FACTORS
+        parser.add_argument("--factor", choices=FACTORS, default=FACTORS[0],
                             help="what the arms may differ in (default: the deployment; image: the image too)")
 
     def run(self, args) -> int:

@@ -169,10 +169,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if search:                      # a search, or an arm of a ranking (marked rank too)
             return "search" in said or "rank" in said
         return not rank or "rank" in said          # a ranking's own case
-    unasked = [i for i in items if not asked(i)]
-    if unasked:
-        config.hook.pytest_deselected(items=unasked)
-        items[:] = [i for i in items if i not in unasked]
+    keep = [i for i in items if asked(i)]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if not asked(i)])
+        items[:] = keep
 
 
 @pytest.hookimpl(wrapper=True)

@@ -63,7 +63,7 @@ def sb_ranking(request: pytest.FixtureRequest, record_property) -> dict:
                     f"ranking's arms with it (-m rank, or -k '{ranking.name} or rank'); see their cases",
                     pytrace=False)
     ids = {p.id for p in ranking.arms}
-    arms = [a for a in rank.load([session.results.root], ranking.spec.factor) if a.profile in ids]
+    arms = rank.load([session.results.root], ranking.spec.factor, only=ids)
     tiers = [t for t in rank.ranking(arms) if t["tier"] == ranking.spec.tier]
     stored = {"ranking": ranking.name, "description": ranking.spec.description, "tier": ranking.spec.tier,
               "factor": ranking.spec.factor, "reference": ranking.spec.reference, "arms": [p.id for p in ranking.arms],

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 from rackbench.catalog.points import Point
-from rackbench.core.files import write_atomic
+from rackbench.core.files import read_json, write_atomic
 from rackbench.core.results_folder import ResultsFolder
 from rackbench.history.store import requests_of
 from rackbench.load.generator import LoadGenerator
@@ -162,21 +162,25 @@ def shared_limits(profile: Profile, rankings: list, results: ResultsFolder) -> R
                         "and the ranking will say the two tiers differ (run the reference first)", profile.id, ref,
                         results.root)
         return None
-    answer = json.loads(path.read_text())
+    try:
+        answer = read_json(path)
+    except ValueError as err:           # torn or not JSON: said, and the search sets its own limits
+        log.warning("%s: its reference's answer is not read (%s)", profile.id, err)
+        return None
     if not answer.get("limits") or not answer.get("relative") or answer.get("tier") != profile.spec.search.tier:
         log.warning("%s: %s holds no relative limits of tier %s", profile.id, path, profile.spec.search.tier)
         return None
     return Relative.from_answer(answer, ref)
 
 
-def replayed(profile: Profile, results: ResultsFolder, shared: Relative | None = None) -> Search:
+def replayed(profile: Profile, results: ResultsFolder) -> Search:
     """The search as its stored probes (``points/<probe>.json``) take it through the decision rule, probe after
     probe, up to the first concurrency the rule asks for that has no stored probe: the answer of a search whose
     allocation was lost before it ended (or one recorded before the answer was stored after each probe), and a check
     that a live search probed what the rule says. A relative tier is set again from the first stored probe."""
     tier = profile.spec.search.tier
     search = new_search(profile)
-    relative: Relative | None = shared
+    relative: Relative | None = None
     while (conc := search.next()) is not None:
         path = results.point(Point(profile, conc).id)
         if not path.is_file():

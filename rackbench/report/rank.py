@@ -29,9 +29,6 @@ from rackbench.results.files import read, stored_searches
 from rackbench.results.model import PointResult
 from rackbench.results.search import at_answer, probe_of
 
-FACTORS = ("deployment", "image")      # what a ranking may compare; the image only when named
-
-
 @dataclass(frozen=True)
 class Arm:
     profile: str
@@ -95,12 +92,15 @@ def pair(a: Arm, b: Arm) -> dict:
     return {**out, "verdict": verdict, "ratio": ratio, "interval": [low, high], "confidence": 0.90}
 
 
-def load(results: list[Path], factor: str = "deployment") -> list[Arm]:
-    """Every search of the folders, as arms (a profile searched in several folders named with its folder)."""
+def load(results: list[Path], factor: str = "deployment", only: set[str] | None = None) -> list[Arm]:
+    """Every search of the folders (of the profiles ``only`` names, where it is given), as arms (a profile searched
+    in several folders named with its folder); the answer's point is read for those alone."""
     arms = []
     for folder in results:
         rf = ResultsFolder.at(folder)
         for answer in stored_searches(rf.root):
+            if only is not None and answer.get("profile") not in only:
+                continue
             point = None
             if answer.get("answer") is not None:
                 pid = next((p["case_id"] for p in answer.get("probes", []) if p["concurrency"] == answer["answer"]),

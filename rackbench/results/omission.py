@@ -29,14 +29,13 @@ def dist(values: list[float]) -> dict:
 def block(profiled: list[Request]) -> dict | None:
     """The latency from each request's credit, its send delay, and whether it differs from the measured latency;
     None where no successful profiled request has both times."""
-    import numpy as np
     sent = [q for q in profiled if q.ok and q.credit_s is not None and q.start_s is not None]
     if not sent:
         return None
     delay = [max(0.0, (q.start_s - q.credit_s) * 1000.0) for q in sent]
-    ttft = [(q.ttft_ms, q.ttft_ms + d) for q, d in zip(sent, delay) if q.ttft_ms is not None]
-    e2e = [(q.latency_ms, q.latency_ms + d) for q, d in zip(sent, delay) if q.latency_ms is not None]
-    differs = any(pairs and np.percentile([b for _, b in pairs], 99) > (1 + DIFFERS) * np.percentile(
-        [a for a, _ in pairs], 99) for pairs in (ttft, e2e))
-    return {"requests": len(sent), "delay_ms": dist(delay), "ttft": dist([b for _, b in ttft]),
-            "e2e": dist([b for _, b in e2e]), "differs": bool(differs)}
+    out, differs = {"requests": len(sent), "delay_ms": dist(delay)}, False
+    for key, field in (("ttft", "ttft_ms"), ("e2e", "latency_ms")):
+        pairs = [(getattr(q, field), d) for q, d in zip(sent, delay) if getattr(q, field) is not None]
+        measured, out[key] = dist([v for v, _ in pairs]), dist([v + d for v, d in pairs])
+        differs = differs or (pairs != [] and out[key]["p99"] > (1 + DIFFERS) * measured["p99"])
+    return {**out, "differs": differs}
