@@ -39,3 +39,8 @@ def test_the_same_search_on_two_cards_is_refused_naming_the_cards():
 def test_one_search_is_no_ranking(tmp_path):
     done = run_cli("rank", REPO / "tests/data/h100-7b-search")
     assert done.returncode == 1 and "a ranking needs two or more" in done.stderr
+
+
+def test_a_folder_that_is_not_there_is_named_not_skipped(tmp_path):
+    done = run_cli("rank", tmp_path / "nope", REPO / "tests/data/h100-7b-search")
+    assert done.returncode == 2 and f"no results folder at {tmp_path / 'nope'}" in done.stderr, done.stderr

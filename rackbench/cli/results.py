@@ -110,6 +110,11 @@ class RankCommand(Command):
 
     def run(self, args) -> int:
         from rackbench.report.rank import load, ranking, text
+        missing = [r for r in args.results if not Path(r).is_dir()]
+        if missing:
+            print(f"rank: no results folder at {', '.join(missing)} (give the folders a benchmark session wrote)",
+                  file=sys.stderr)
+            return 2
         arms = load([Path(r) for r in args.results], args.factor)
         if len(arms) < 2:
             print(f"rank: {len(arms)} search(es) in {', '.join(args.results)}: a ranking needs two or more",
